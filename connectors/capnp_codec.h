@@ -1,0 +1,33 @@
+// Records <-> Cap'n Proto `Batch` messages (schema/telemetry.capnp), the unit
+// sent over ZeroMQ and stored in recordings.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "schema/record.h"
+
+namespace runlens::capnpc {
+
+constexpr uint16_t kSchemaVersion = 1;
+
+// Encodes the contract rows of `rows` (derived rows are skipped) as one
+// message in Cap'n Proto's standard framing. Returns the bytes.
+std::string encode_batch(const Record* rows, size_t n);
+inline std::string encode_batch(const std::vector<Record>& rows) { return encode_batch(rows.data(), rows.size()); }
+
+struct EventIssue {
+  size_t index;        // position of the event in the batch
+  std::string reason;
+};
+
+// Decodes one message. Good events are appended to `out`; a bad event (a
+// required field missing, an unknown event body) is reported in `issues` and
+// skipped. Returns false, with `error`, when the message itself is unusable
+// (not Cap'n Proto, truncated, a newer incompatible schema version).
+bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::vector<EventIssue>* issues,
+                  std::string* error);
+
+}  // namespace runlens::capnpc

@@ -1,0 +1,35 @@
+// Reads a telemetry file, JSONL or recording, recognised by its content (a
+// recording starts with its magic; anything else is read as JSONL). Bad
+// lines, bad events and corrupt or truncated frames are dead-lettered with
+// their line or byte offset and the reason; reading goes on after them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/operator.h"
+#include "schema/record.h"
+
+namespace runlens {
+
+class InputReader {
+ public:
+  virtual ~InputReader() = default;
+  // Opens `path` ("-" = standard input); nullptr and `error` when it cannot be read at all.
+  static std::unique_ptr<InputReader> open(const std::string& path, std::string* error);
+
+  // Appends up to about `max_rows` rows to `rows`, and for each a position
+  // token to `positions`. Returns false once the input is exhausted.
+  virtual bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows,
+                    runtime::DeadLetterSink& dead_letters, const std::string& component) = 0;
+  // "path:LINE" for JSONL, "path@BYTE#EVENT" for recordings.
+  virtual std::string describe_position(uint64_t position) const = 0;
+  virtual const char* format() const = 0;  // "jsonl" or "recording"
+  virtual double progress() const = 0;     // fraction of bytes consumed
+  virtual uint64_t dead_lettered() const = 0;
+  virtual uint64_t bytes() const = 0;
+};
+
+}  // namespace runlens

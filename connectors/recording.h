@@ -1,0 +1,51 @@
+// Recordings: a file of framed Cap'n Proto batches behind a small header.
+// Layout (all integers little-endian; docs/recording-format.md):
+//
+//   header, 16 bytes:  "RUNLENSR" | u16 format_version=1 | u16 schema_version | u32 reserved=0
+//   frame, repeated:   u32 marker "RLNF" | u32 payload_bytes | u32 crc32c(payload) | u32 event_count
+//                      | payload: one Batch message in Cap'n Proto standard framing (multiple of 8 bytes)
+//
+// Frames start 8-byte aligned, so a mapped file is read in place. The frame
+// marker and checksum let a reader skip a corrupt frame and resynchronize at
+// the next one instead of giving up on the rest of the file.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "schema/record.h"
+
+namespace runlens::recording {
+
+constexpr char kMagic[8] = {'R', 'U', 'N', 'L', 'E', 'N', 'S', 'R'};
+constexpr uint16_t kFormatVersion = 1;
+constexpr uint32_t kFrameMarker = 0x464E4C52;  // "RLNF" read as little-endian u32
+constexpr size_t kHeaderBytes = 16;
+constexpr size_t kFrameHeaderBytes = 16;
+
+bool has_magic(const void* data, size_t size);
+
+class Writer {
+ public:
+  Writer() = default;
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  bool open(const std::string& path, std::string* error);
+  // Writes one frame holding `rows` (contract rows only).
+  bool write(const std::vector<Record>& rows, std::string* error);
+  // Writes one frame from an already encoded Batch message.
+  bool write_encoded(const std::string& message, uint32_t event_count, std::string* error);
+  bool close(std::string* error);
+  uint64_t bytes_written() const { return bytes_; }
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::string path_;
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace runlens::recording

@@ -1,0 +1,144 @@
+#include "operators/nan_detect.h"
+
+#include <cmath>
+#include <cstdio>
+#include <unordered_map>
+
+namespace runlens::ops {
+
+namespace {
+std::string num(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+}  // namespace
+
+std::string nan_reason(const Train& t) {
+  std::string why;
+  auto add = [&](const std::string& s) { why += (why.empty() ? "" : ", ") + s; };
+  if (t.has(Train::F::loss) && !std::isfinite(t.loss)) add("loss=" + num(t.loss));
+  if (t.has(Train::F::grad_norm) && !std::isfinite(t.grad_norm)) add("grad_norm=" + num(t.grad_norm));
+  if (t.has(Train::F::nan_count) && t.nan_count > 0) add("nan_count=" + std::to_string(t.nan_count));
+  if (t.has(Train::F::inf_count) && t.inf_count > 0) add("inf_count=" + std::to_string(t.inf_count));
+  return why;
+}
+
+namespace {
+
+struct RunState {
+  std::shared_ptr<const RunInfo> info;
+  bool raised = false;
+  int64_t finite_since_raise = 0;
+};
+
+class NanDetect final : public Operator {
+ public:
+  explicit NanDetect(const NanDetectOptions& o) : o_(o) {}
+
+  void process(const Record& r, Emitter& out) override {
+    static const Symbol kRestart = Symbol::intern("restart");
+    switch (r.kind()) {
+      case Kind::kRunStart:
+        runs_[r.run_start().run_id].info = RunInfo::from(r.run_start());
+        return;
+      case Kind::kRunEnd:
+        runs_.erase(r.as<RunEnd>().run_id);
+        return;
+      case Kind::kEvent: {
+        const Occurrence& e = r.as<Occurrence>();
+        if (e.kind == kRestart) runs_[e.run_id].raised = false;
+        return;
+      }
+      case Kind::kTrain: break;
+      default: return;
+    }
+    const Train& t = r.as<Train>();
+    RunState& st = runs_[t.run_id];
+    std::string why = nan_reason(t);
+    if (why.empty()) {
+      if (st.raised && ++st.finite_since_raise >= o_.rearm_steps) st.raised = false;
+      return;
+    }
+    st.finite_since_raise = 0;
+    if (st.raised) return;
+    st.raised = true;
+    out.emit(alert_record(make_alert(r, t, st, why)));
+  }
+
+ private:
+  Alert make_alert(const Record& r, const Train& t, const RunState& st, const std::string& why) {
+    Alert a;
+    a.kind = "nan_loss";
+    a.severity = Severity::kCritical;
+    a.time_ns = r.time_ns;
+    a.tenant = r.tenant;
+    a.run_id = t.run_id;
+    a.step = t.step;
+    int32_t rank = t.has(Train::F::rank) ? t.rank : 0;
+    a.rank = rank;
+    if (st.info) {
+      if (const RankPlacement* p = st.info->place(rank)) {
+        a.node = p->node;
+        if (p->gpu >= 0) a.gpu = p->gpu;
+      }
+    }
+    if (t.has(Train::F::loss)) a.value = t.loss;
+    else if (t.has(Train::F::grad_norm)) a.value = t.grad_norm;
+    a.summary = "non-finite training values at step " + std::to_string(t.step) + " (" + why + ")";
+    if (t.has(Train::F::loss)) a.attrs.push_back({"loss", t.loss});
+    if (t.has(Train::F::grad_norm)) a.attrs.push_back({"grad_norm", t.grad_norm});
+    if (t.has(Train::F::lr)) a.attrs.push_back({"lr", t.lr});
+    if (t.has(Train::F::nan_count)) a.attrs.push_back({"nan_count", static_cast<double>(t.nan_count)});
+    if (t.has(Train::F::inf_count)) a.attrs.push_back({"inf_count", static_cast<double>(t.inf_count)});
+    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, t.step);
+    return a;
+  }
+
+  NanDetectOptions o_;
+  std::unordered_map<Symbol, RunState> runs_;
+};
+
+class NanDetectDef final : public OperatorDef {
+ public:
+  explicit NanDetectDef(NanDetectOptions o) : o_(o) {}
+  bool partitioned() const override { return true; }
+  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
+  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
+    return std::make_unique<NanDetect>(o_);
+  }
+  std::string describe() const override { return "rearm_steps=" + std::to_string(o_.rearm_steps); }
+
+ private:
+  NanDetectOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorDef> MakeNanDetect(const NanDetectOptions& options) {
+  return std::make_unique<NanDetectDef>(options);
+}
+
+void RegisterNanDetect(Registry& registry) {
+  ComponentInfo info;
+  info.type = "nan_detect";
+  info.role = Role::kOperator;
+  info.doc =
+      "Raises `nan_loss` (critical) at the step of a train event whose loss or grad_norm is NaN or Inf, or whose "
+      "nan_count or inf_count is above 0; once per incident and run.";
+  info.params = {
+      {"rearm_steps", ParamType::kInt, "100",
+       "Train events with finite values after which a run can raise nan_loss again.", {}, 1, std::nullopt},
+  };
+  info.accepts = mask(Kind::kRunStart) | mask(Kind::kTrain) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
+  info.emits = mask(Kind::kAlert);
+  registry.add_operator(std::move(info), [](const BuildContext& ctx) {
+    NanDetectOptions o;
+    o.rearm_steps = ctx.params->get_int("rearm_steps");
+    return MakeNanDetect(o);
+  });
+}
+
+}  // namespace runlens::ops

@@ -1,0 +1,295 @@
+#include "operators/rank_join.h"
+
+#include <deque>
+#include <map>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace runlens::ops {
+namespace {
+
+struct Pending {
+  std::vector<Step> by_rank;  // index = rank; present when have[rank]
+  std::vector<bool> have;
+  int32_t count = 0;
+  int64_t first_time = 0;
+  int64_t deadline = 0;
+};
+
+struct RunState {
+  std::shared_ptr<const RunInfo> info;
+  int32_t world = 0;  // 0 = unknown (no run_start yet)
+  std::map<int64_t, Pending> pending;  // by step
+  std::unordered_set<int64_t> closed;  // recently closed steps, to recognise late reports
+  std::deque<int64_t> closed_order;
+  std::unordered_set<int32_t> missing;  // ranks reported missing and not yet back
+  Symbol tenant;
+};
+
+struct Timer {
+  int64_t deadline;
+  Symbol run;
+  int64_t step;
+};
+struct TimerAfter {  // min-heap by (deadline, run text, step): a deterministic firing order
+  bool operator()(const Timer& a, const Timer& b) const {
+    if (a.deadline != b.deadline) return a.deadline > b.deadline;
+    if (int c = Symbol::compare(a.run, b.run)) return c > 0;
+    return a.step > b.step;
+  }
+};
+
+constexpr size_t kClosedMemory = 4096;
+
+class RankJoin final : public Operator {
+ public:
+  RankJoin(const RankJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
+
+  void process(const Record& r, Emitter& out) override {
+    fire_until(r.time_ns, out);
+    switch (r.kind()) {
+      case Kind::kRunStart: on_run_start(r); break;
+      case Kind::kStep: on_step(r, out); break;
+      case Kind::kEvent: on_event(r); break;
+      case Kind::kRunEnd: on_run_end(r, out); break;
+      default: break;
+    }
+  }
+
+  void on_watermark(int64_t wm, Emitter& out) override { fire_until(wm, out); }
+
+  void finish(Emitter& out) override {
+    // End of input: whatever is still pending times out now.
+    fire_until(runtime::kEndOfTime, out);
+  }
+
+ private:
+  void on_run_start(const Record& r) {
+    const RunStart& rs = r.run_start();
+    RunState& st = runs_[rs.run_id];
+    st.info = RunInfo::from(rs);
+    st.tenant = r.tenant;
+    st.world = static_cast<int32_t>(st.info->placement.size());
+  }
+
+  void on_event(const Record& r) {
+    static const Symbol kRestart = Symbol::intern("restart");
+    const Occurrence& e = r.as<Occurrence>();
+    if (e.kind != kRestart || e.run_id.empty()) return;
+    auto it = runs_.find(e.run_id);
+    if (it == runs_.end()) return;
+    // The job restarted (from a checkpoint): steps in flight will never
+    // complete and step numbers may repeat. Not a missing rank.
+    it->second.pending.clear();
+    it->second.closed.clear();
+    it->second.closed_order.clear();
+    it->second.missing.clear();
+  }
+
+  void on_run_end(const Record& r, Emitter& out) {
+    auto it = runs_.find(r.as<RunEnd>().run_id);
+    if (it == runs_.end()) return;
+    // Emit what was joined, without raising rank_missing: the run is over.
+    for (auto& [step, p] : it->second.pending) emit(it->first, it->second, step, p, r.time_ns, true, false, out);
+    runs_.erase(it);
+  }
+
+  void on_step(const Record& r, Emitter& out) {
+    const Step& s = r.as<Step>();
+    RunState& st = runs_[s.run_id];
+    if (s.rank < 0 || (st.world > 0 && s.rank >= st.world) || s.rank >= (1 << 20)) {
+      reject(r, "rank " + std::to_string(s.rank) + " is outside the run's world size " + std::to_string(st.world));
+      return;
+    }
+    if (st.closed.count(s.step)) {
+      reject(r, "step " + std::to_string(s.step) + " of rank " + std::to_string(s.rank) +
+                    " arrived after the step was closed (it timed out or the run restarted)");
+      ctx_.counters->add(ctx_.counters->late, 1);
+      return;
+    }
+    auto [it, fresh] = st.pending.try_emplace(s.step);
+    Pending& p = it->second;
+    if (fresh) {
+      p.first_time = r.time_ns;
+      p.deadline = r.time_ns + o_.timeout_ns;
+      timers_.push(Timer{p.deadline, s.run_id, s.step});
+      if (static_cast<int64_t>(st.pending.size()) > o_.max_pending_steps) {
+        // Too many open steps: close the oldest now, as if it had timed out.
+        auto oldest = st.pending.begin();
+        close(s.run_id, st, oldest, r.time_ns, out);
+        if (!st.pending.count(s.step)) return;
+      }
+    }
+    size_t need = static_cast<size_t>(std::max<int32_t>(st.world, s.rank + 1));
+    if (p.by_rank.size() < need) {
+      p.by_rank.resize(need);
+      p.have.resize(need, false);
+    }
+    if (p.have[s.rank]) {
+      reject(r, "duplicate report of step " + std::to_string(s.step) + " by rank " + std::to_string(s.rank));
+      return;
+    }
+    p.have[s.rank] = true;
+    p.by_rank[s.rank] = s;
+    ++p.count;
+    if (st.world > 0 && p.count == st.world) {
+      auto node = st.pending.find(s.step);
+      emit(s.run_id, st, s.step, node->second, r.time_ns, false, false, out);
+      remember_closed(st, s.step);
+      st.pending.erase(node);
+    }
+  }
+
+  void fire_until(int64_t t, Emitter& out) {
+    while (!timers_.empty() && timers_.top().deadline <= t) {
+      Timer tm = timers_.top();
+      timers_.pop();
+      auto run = runs_.find(tm.run);
+      if (run == runs_.end()) continue;
+      auto it = run->second.pending.find(tm.step);
+      if (it == run->second.pending.end() || it->second.deadline != tm.deadline) continue;
+      close(tm.run, run->second, it, tm.deadline, out);
+    }
+  }
+
+  void close(Symbol run_id, RunState& st, std::map<int64_t, Pending>::iterator it, int64_t at, Emitter& out) {
+    emit(run_id, st, it->first, it->second, at, true, o_.alert_missing, out);
+    remember_closed(st, it->first);
+    st.pending.erase(it);
+  }
+
+  void remember_closed(RunState& st, int64_t step) {
+    if (st.closed.insert(step).second) st.closed_order.push_back(step);
+    while (st.closed_order.size() > kClosedMemory) {
+      st.closed.erase(st.closed_order.front());
+      st.closed_order.pop_front();
+    }
+  }
+
+  void emit(Symbol run_id, RunState& st, int64_t step, Pending& p, int64_t at, bool timed_out, bool alert,
+            Emitter& out) {
+    auto rec = std::make_shared<StepRecord>();
+    rec->run_id = run_id;
+    rec->step = step;
+    rec->world_size = st.world;
+    rec->timed_out = timed_out;
+    rec->first_time_ns = p.first_time;
+    rec->run = st.info;
+    rec->ranks.reserve(static_cast<size_t>(p.count));
+    for (size_t rank = 0; rank < p.have.size(); ++rank) {
+      if (p.have[rank]) {
+        rec->ranks.push_back(std::move(p.by_rank[rank]));
+        st.missing.erase(static_cast<int32_t>(rank));  // it is back
+      }
+    }
+    for (int32_t rank = 0; rank < st.world; ++rank) {
+      bool have = static_cast<size_t>(rank) < p.have.size() && p.have[rank];
+      if (!have) rec->missing.push_back(rank);
+    }
+    if (alert && st.world > 0) {
+      for (int32_t rank : rec->missing) {
+        if (!st.missing.insert(rank).second) continue;  // already reported
+        out.emit(alert_record(missing_alert(run_id, st, step, rank, at, p)));
+      }
+    }
+    Record r;
+    r.time_ns = at;
+    r.body = std::shared_ptr<const StepRecord>(std::move(rec));
+    out.emit(std::move(r));
+  }
+
+  Alert missing_alert(Symbol run_id, const RunState& st, int64_t step, int32_t rank, int64_t at, const Pending& p) {
+    Alert a;
+    a.kind = "rank_missing";
+    a.severity = Severity::kCritical;
+    a.time_ns = at;
+    a.tenant = st.tenant;
+    a.run_id = run_id;
+    a.step = step;
+    a.rank = rank;
+    std::string where = "rank " + std::to_string(rank);
+    if (st.info) {
+      if (const RankPlacement* pl = st.info->place(rank)) {
+        a.node = pl->node;
+        if (pl->gpu >= 0) a.gpu = pl->gpu;
+        if (!pl->node.empty()) where += " (node " + pl->node.string() + (pl->gpu >= 0 ? ", GPU " + std::to_string(pl->gpu) : "") + ")";
+      }
+    }
+    a.value = static_cast<double>(at - p.first_time) / 1e9;
+    a.threshold = static_cast<double>(o_.timeout_ns) / 1e9;
+    a.summary = where + " did not report step " + std::to_string(step) + " within " +
+                runtime::format_duration(o_.timeout_ns) + " of the first rank (" + std::to_string(p.count) + " of " +
+                std::to_string(st.world) + " ranks reported): a hang or a dead GPU";
+    a.attrs = {{"reported_ranks", static_cast<double>(p.count)}, {"world_size", static_cast<double>(st.world)}};
+    a.alert_id = make_alert_id(a.kind, run_id, a.rank, a.node, a.gpu, step);
+    return a;
+  }
+
+  void reject(const Record& r, const std::string& why) {
+    if (!ctx_.dead_letters) return;
+    runtime::DeadLetter d;
+    d.component = ctx_.node_id;
+    d.position = "event time " + std::to_string(r.time_ns);
+    d.reason = why;
+    ctx_.dead_letters->write(d);
+    ctx_.counters->add(ctx_.counters->dead_lettered, 1);
+  }
+
+  RankJoinOptions o_;
+  runtime::OperatorContext ctx_;
+  std::unordered_map<Symbol, RunState> runs_;
+  std::priority_queue<Timer, std::vector<Timer>, TimerAfter> timers_;
+};
+
+class RankJoinDef final : public OperatorDef {
+ public:
+  explicit RankJoinDef(RankJoinOptions o) : o_(o) {}
+  bool partitioned() const override { return true; }
+  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
+  std::unique_ptr<Operator> open(const runtime::OperatorContext& ctx) const override {
+    return std::make_unique<RankJoin>(o_, ctx);
+  }
+  std::string describe() const override {
+    return "timeout=" + runtime::format_duration(o_.timeout_ns) + " max_pending_steps=" +
+           std::to_string(o_.max_pending_steps);
+  }
+
+ private:
+  RankJoinOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorDef> MakeRankJoin(const RankJoinOptions& options) {
+  return std::make_unique<RankJoinDef>(options);
+}
+
+void RegisterRankJoin(Registry& registry) {
+  ComponentInfo info;
+  info.type = "rank_join";
+  info.role = Role::kOperator;
+  info.doc =
+      "Joins one step's `step` events from all ranks of a run (world size and rank map from run_start) into a "
+      "step record; emits it when every rank has reported or when event time passes the first report plus "
+      "`timeout`, naming the missing ranks, and raises `rank_missing` for a rank missing past the timeout.";
+  info.params = {
+      {"timeout", ParamType::kDuration, "30s",
+       "How long after a step's first rank report (event time) to wait for the other ranks.", {}, 0.001, std::nullopt},
+      {"max_pending_steps", ParamType::kInt, "4096",
+       "Most steps of one run held open at once; beyond it the oldest is closed as timed out.", {}, 1, 1e7},
+      {"alert_missing", ParamType::kBool, "true", "Raise rank_missing for ranks missing past the timeout.", {},
+       std::nullopt, std::nullopt},
+  };
+  info.accepts = mask(Kind::kRunStart) | mask(Kind::kStep) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
+  info.emits = mask(Kind::kStepRecord) | mask(Kind::kAlert);
+  registry.add_operator(std::move(info), [](const BuildContext& ctx) {
+    RankJoinOptions o;
+    o.timeout_ns = ctx.params->get_duration_ns("timeout");
+    o.max_pending_steps = ctx.params->get_int("max_pending_steps");
+    o.alert_missing = ctx.params->get_bool("alert_missing");
+    return MakeRankJoin(o);
+  });
+}
+
+}  // namespace runlens::ops

@@ -1,0 +1,29 @@
+// rank_join: joins one step's `step` events from all ranks of a run.
+//
+// World size and the rank map come from run_start. A step record is emitted
+// when every rank has reported, or when event time passes the step's first
+// report plus `timeout`, naming the missing ranks. A rank missing past the
+// timeout raises `rank_missing` (critical: a hang or a dead GPU), once per
+// rank until it reports again. State is bounded: a step lives at most
+// `timeout` of event time (and at most `max_pending_steps` per run), and a
+// restart or run_end drops what can no longer complete.
+//
+// Timers fire in event-time order interleaved with the rows (a deadline
+// fires before any row at or after it), so what is "missing" does not depend
+// on how the input was batched.
+#pragma once
+
+#include "operators/operator.h"
+
+namespace runlens::ops {
+
+struct RankJoinOptions {
+  int64_t timeout_ns = 30'000'000'000;
+  int64_t max_pending_steps = 4096;
+  bool alert_missing = true;
+};
+
+void RegisterRankJoin(Registry& registry);
+std::unique_ptr<OperatorDef> MakeRankJoin(const RankJoinOptions& options);
+
+}  // namespace runlens::ops

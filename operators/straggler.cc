@@ -1,0 +1,174 @@
+#include "operators/straggler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <map>
+#include <unordered_map>
+
+namespace runlens::ops {
+
+double straggler_work_ms(const Step& s) {
+  double w = s.step_ms;
+  if (s.has(Step::F::comm_ms) && std::isfinite(s.comm_ms)) w -= s.comm_ms;
+  if (s.has(Step::F::data_wait_ms) && std::isfinite(s.data_wait_ms)) w -= s.data_wait_ms;
+  return std::max(0.0, w);
+}
+
+namespace {
+
+struct RankHistory {
+  std::deque<int64_t> slow_steps;  // steps in the window where the rank was slow
+  bool flagged = false;
+};
+
+struct RunState {
+  std::map<int32_t, RankHistory> ranks;  // only ranks slow recently
+};
+
+std::string fmt(double v, const char* f = "%.0f") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+class Straggler final : public Operator {
+ public:
+  explicit Straggler(const StragglerOptions& o) : o_(o) {}
+
+  void process(const Record& r, Emitter& out) override {
+    const StepRecord& rec = r.step_record();
+    if (static_cast<int64_t>(rec.ranks.size()) < o_.min_ranks) return;
+    work_.clear();
+    for (const Step& s : rec.ranks) {
+      if (std::isfinite(s.step_ms)) work_.push_back(straggler_work_ms(s));
+    }
+    if (static_cast<int64_t>(work_.size()) < o_.min_ranks) return;
+    sorted_ = work_;
+    double median = median_of(sorted_);
+    RunState& st = runs_[rec.run_id];
+    if (median >= o_.min_median_ms) {
+      for (const Step& s : rec.ranks) {
+        if (!std::isfinite(s.step_ms)) continue;
+        double w = straggler_work_ms(s);
+        double ratio = w / median;
+        if (ratio <= o_.ratio_threshold) continue;
+        RankHistory& h = st.ranks[s.rank];
+        h.slow_steps.push_back(rec.step);
+        trim(h, rec.step);
+        if (!h.flagged && static_cast<int64_t>(h.slow_steps.size()) >= o_.persist_k) {
+          h.flagged = true;
+          out.emit(alert_record(make_alert(r, rec, s, w, median, ratio, h.slow_steps.front())));
+        }
+      }
+    }
+    // Forget ranks with no slow step in the window; re-arm flagged ones.
+    for (auto it = st.ranks.begin(); it != st.ranks.end();) {
+      trim(it->second, rec.step);
+      it = it->second.slow_steps.empty() ? st.ranks.erase(it) : std::next(it);
+    }
+  }
+
+ private:
+  static double median_of(std::vector<double>& v) {
+    size_t n = v.size();
+    auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
+    std::nth_element(v.begin(), mid, v.end());
+    if (n % 2 == 1) return *mid;
+    double hi = *mid;
+    double lo = *std::max_element(v.begin(), mid);
+    return (lo + hi) / 2;
+  }
+
+  void trim(RankHistory& h, int64_t step) {
+    while (!h.slow_steps.empty() && h.slow_steps.front() <= step - o_.persist_n) h.slow_steps.pop_front();
+  }
+
+  Alert make_alert(const Record& r, const StepRecord& rec, const Step& s, double work, double median, double ratio,
+                   int64_t onset) {
+    Alert a;
+    a.kind = "straggler";
+    a.severity = Severity::kWarning;
+    a.time_ns = r.time_ns;
+    a.tenant = r.tenant;
+    a.run_id = rec.run_id;
+    a.step = rec.step;
+    a.rank = s.rank;
+    std::string where = "rank " + std::to_string(s.rank);
+    if (rec.run) {
+      if (const RankPlacement* p = rec.run->place(s.rank)) {
+        a.node = p->node;
+        if (p->gpu >= 0) a.gpu = p->gpu;
+        if (!p->node.empty()) where += " (node " + p->node.string() + (p->gpu >= 0 ? ", GPU " + std::to_string(p->gpu) : "") + ")";
+      }
+    }
+    a.value = ratio;
+    a.threshold = o_.ratio_threshold;
+    a.summary = "STRAGGLER DETECTED: " + where + " works " + fmt(work) + " ms per step against a median of " +
+                fmt(median) + " ms (" + fmt(ratio, "%.2f") + "x) in " + std::to_string(o_.persist_k) + " of the last " +
+                std::to_string(o_.persist_n) + " steps, since step " + std::to_string(onset);
+    a.attrs = {{"work_ms", work}, {"median_ms", median}, {"step_ms", s.step_ms}, {"onset_step", static_cast<double>(onset)}};
+    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    return a;
+  }
+
+  StragglerOptions o_;
+  std::unordered_map<Symbol, RunState> runs_;
+  std::vector<double> work_, sorted_;
+};
+
+class StragglerDef final : public OperatorDef {
+ public:
+  explicit StragglerDef(StragglerOptions o) : o_(o) {}
+  bool partitioned() const override { return true; }
+  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
+  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
+    return std::make_unique<Straggler>(o_);
+  }
+  std::string describe() const override {
+    return "ratio_threshold=" + fmt(o_.ratio_threshold, "%g") + " persist=" + std::to_string(o_.persist_k) + "/" +
+           std::to_string(o_.persist_n);
+  }
+
+ private:
+  StragglerOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorDef> MakeStraggler(const StragglerOptions& options) {
+  return std::make_unique<StragglerDef>(options);
+}
+
+void RegisterStraggler(Registry& registry) {
+  ComponentInfo info;
+  info.type = "straggler";
+  info.role = Role::kOperator;
+  info.doc =
+      "Per joined step, scores each rank on its own work time (step_ms minus comm_ms and data_wait_ms where "
+      "present) against the median rank, and raises `straggler` for a rank slower than `ratio_threshold` x the "
+      "median in at least `persist_k` of the last `persist_n` steps, naming its rank, node and GPU.";
+  info.params = {
+      {"ratio_threshold", ParamType::kDouble, "1.5", "Slowest-rank / median-rank work time above which a step counts as slow for that rank.", {}, 1.0, std::nullopt},
+      {"persist_k", ParamType::kInt, "3", "Slow steps needed within the window to flag a rank.", {}, 1, 1e6},
+      {"persist_n", ParamType::kInt, "5", "Window length in steps.", {}, 1, 1e6},
+      {"min_ranks", ParamType::kInt, "2", "Fewest reporting ranks for a step to be judged.", {}, 2, std::nullopt},
+      {"min_median_ms", ParamType::kDouble, "1", "Steps whose median work time is below this are not judged.", {}, 0, std::nullopt},
+  };
+  info.accepts = mask(Kind::kStepRecord);
+  info.emits = mask(Kind::kAlert);
+  registry.add_operator(std::move(info), [](const BuildContext& ctx) {
+    StragglerOptions o;
+    o.ratio_threshold = ctx.params->get_double("ratio_threshold");
+    o.persist_k = ctx.params->get_int("persist_k");
+    o.persist_n = ctx.params->get_int("persist_n");
+    o.min_ranks = ctx.params->get_int("min_ranks");
+    o.min_median_ms = ctx.params->get_double("min_median_ms");
+    if (o.persist_k > o.persist_n) ctx.fail("persist_k", "persist_k (" + std::to_string(o.persist_k) +
+                                                             ") must not exceed persist_n (" + std::to_string(o.persist_n) + ")");
+    return MakeStraggler(o);
+  });
+}
+
+}  // namespace runlens::ops

@@ -1,0 +1,59 @@
+#include "runtime/counters.h"
+
+#include <cstdio>
+
+namespace runlens::runtime {
+
+CounterSnapshot snapshot(const std::string& node, const std::string& type, const NodeCounters& c) {
+  CounterSnapshot s;
+  s.node = node;
+  s.type = type;
+  s.in = c.in.load(std::memory_order_relaxed);
+  s.out = c.out.load(std::memory_order_relaxed);
+  s.late = c.late.load(std::memory_order_relaxed);
+  s.dead_lettered = c.dead_lettered.load(std::memory_order_relaxed);
+  for (int p = 0; p < kPriorities; ++p) s.dropped[p] = c.dropped[p].load(std::memory_order_relaxed);
+  s.queue_rows = c.queue_rows.load(std::memory_order_relaxed);
+  s.queue_peak = c.queue_peak.load(std::memory_order_relaxed);
+  s.queue_capacity = c.queue_capacity.load(std::memory_order_relaxed);
+  return s;
+}
+
+std::string format_counters(const std::vector<CounterSnapshot>& rows) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-16s %-12s %12s %12s %8s %8s %8s %8s %6s %6s %14s\n", "node", "type", "in", "out",
+                "drop.P0", "drop.P1", "drop.P2", "drop.P3", "late", "dead", "queue peak/cap");
+  out += line;
+  for (const auto& r : rows) {
+    char q[40];
+    if (r.queue_capacity) std::snprintf(q, sizeof q, "%llu/%llu", (unsigned long long)r.queue_peak,
+                                        (unsigned long long)r.queue_capacity);
+    else std::snprintf(q, sizeof q, "-");
+    std::snprintf(line, sizeof line, "%-16s %-12s %12llu %12llu %8llu %8llu %8llu %8llu %6llu %6llu %14s\n",
+                  r.node.c_str(), r.type.c_str(), (unsigned long long)r.in, (unsigned long long)r.out,
+                  (unsigned long long)r.dropped[0], (unsigned long long)r.dropped[1], (unsigned long long)r.dropped[2],
+                  (unsigned long long)r.dropped[3], (unsigned long long)r.late, (unsigned long long)r.dead_lettered, q);
+    out += line;
+  }
+  return out;
+}
+
+std::string counters_json(const std::vector<CounterSnapshot>& rows) {
+  std::string out;
+  char line[512];
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line,
+                  "{\"node\":\"%s\",\"type\":\"%s\",\"in\":%llu,\"out\":%llu,\"dropped\":{\"P0\":%llu,\"P1\":%llu,"
+                  "\"P2\":%llu,\"P3\":%llu},\"late\":%llu,\"dead_lettered\":%llu,\"queue_peak\":%llu,"
+                  "\"queue_capacity\":%llu}\n",
+                  r.node.c_str(), r.type.c_str(), (unsigned long long)r.in, (unsigned long long)r.out,
+                  (unsigned long long)r.dropped[0], (unsigned long long)r.dropped[1], (unsigned long long)r.dropped[2],
+                  (unsigned long long)r.dropped[3], (unsigned long long)r.late, (unsigned long long)r.dead_lettered,
+                  (unsigned long long)r.queue_peak, (unsigned long long)r.queue_capacity);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace runlens::runtime

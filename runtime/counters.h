@@ -1,0 +1,50 @@
+// Per-node counters: rows in and out, dropped by priority, late,
+// dead-lettered, and queue fill. Updated with relaxed atomics once per batch
+// on the hot path; read as snapshots by the end-of-run summary and, later, by
+// exporters (Prometheus exposition).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace runlens::runtime {
+
+constexpr int kPriorities = 4;  // P0 (never shed first) .. P3
+
+struct NodeCounters {
+  std::atomic<uint64_t> in{0};
+  std::atomic<uint64_t> out{0};
+  std::array<std::atomic<uint64_t>, kPriorities> dropped{};
+  std::atomic<uint64_t> late{0};
+  std::atomic<uint64_t> dead_lettered{0};
+  std::atomic<uint64_t> queue_rows{0};      // rows queued now, over all partitions
+  std::atomic<uint64_t> queue_peak{0};      // most rows ever queued in one partition's queue
+  std::atomic<uint64_t> queue_capacity{0};  // per partition
+
+  void add(std::atomic<uint64_t>& c, uint64_t n) { c.fetch_add(n, std::memory_order_relaxed); }
+  void raise_peak(uint64_t v) {
+    uint64_t cur = queue_peak.load(std::memory_order_relaxed);
+    while (v > cur && !queue_peak.compare_exchange_weak(cur, v, std::memory_order_relaxed)) {
+    }
+  }
+};
+
+struct CounterSnapshot {
+  std::string node;
+  std::string type;
+  uint64_t in = 0, out = 0, late = 0, dead_lettered = 0;
+  std::array<uint64_t, kPriorities> dropped{};
+  uint64_t queue_rows = 0, queue_peak = 0, queue_capacity = 0;
+  uint64_t dropped_total() const { return dropped[0] + dropped[1] + dropped[2] + dropped[3]; }
+};
+
+CounterSnapshot snapshot(const std::string& node, const std::string& type, const NodeCounters& c);
+// A fixed-width table, one row per node, for the end of a replay.
+std::string format_counters(const std::vector<CounterSnapshot>& rows);
+// One JSON object per node, for tools and tests.
+std::string counters_json(const std::vector<CounterSnapshot>& rows);
+
+}  // namespace runlens::runtime

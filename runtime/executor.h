@@ -1,0 +1,563 @@
+// The executor: runs a graph of sources, operators and sinks on a oneTBB
+// flow graph.
+//
+// Layout. Every operator is split into partitions (one when it is not
+// partitioned); rows are routed to a partition by the operator's key, so each
+// key's state has exactly one owner. Each partition has a bounded inbox (the
+// edge queue) and a tbb::flow::function_node task that drains it; a partition
+// is never drained by two threads at once (an atomic `running` flag), so the
+// hot path takes no lock but the inbox's own short critical section, once per
+// batch.
+//
+// Time. Sources stamp watermarks (max event time seen - allowed lateness) that
+// travel in-band behind the rows. A partition keeps the watermark of each of
+// its producers and uses their minimum; rows wait in a reorder buffer until
+// the watermark passes them and are then handed to the operator in canonical
+// order. End of input is the watermark kEndOfTime, which fires every window.
+//
+// Overflow. `block` (replay): a producer facing a full inbox first tries to
+// drain that partition itself, then waits; nothing is ever dropped. Because
+// the graph is acyclic this cannot deadlock. `shed` (live): the lowest
+// priority rows queued are dropped first; P0 is dropped only when nothing of
+// lower priority is queued. Watermarks are never dropped.
+#pragma once
+
+#include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/counters.h"
+#include "runtime/operator.h"
+#include "runtime/pipeline_spec.h"
+#include "runtime/status.h"
+
+namespace runlens::runtime {
+
+struct ExecutorOptions {
+  int threads = 0;  // operator worker threads; 0 = hardware concurrency
+  int64_t queue_capacity = 65536;
+  OverflowPolicy overflow = OverflowPolicy::kBlock;
+  int64_t lateness_ns = 5'000'000'000;
+  int64_t idle_timeout_ns = 30'000'000'000;
+  DeadLetterSink* dead_letters = nullptr;  // required
+};
+
+template <class R>
+class Executor {
+ public:
+  // Renders a row as text for dead letters (late rows).
+  using RowText = std::function<std::string(const R&)>;
+
+  explicit Executor(ExecutorOptions opts, RowText row_text = {})
+      : opts_(opts), row_text_(std::move(row_text)) {
+    if (opts_.threads <= 0) opts_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    RUNLENS_CHECK(opts_.dead_letters != nullptr, "an executor needs a dead-letter sink");
+  }
+  ~Executor() { join_sources(); }
+
+  void add_source(const std::string& id, const std::string& type, uint32_t emits, std::unique_ptr<SourceDef<R>> def) {
+    auto n = std::make_unique<Node>();
+    n->id = id, n->type = type, n->emits = emits, n->source = std::move(def);
+    nodes_.push_back(std::move(n));
+  }
+
+  // `inputs` must name nodes added before (add in topological order).
+  void add_operator(const std::string& id, const std::string& type, uint32_t accepts, uint32_t emits,
+                    const std::vector<std::string>& inputs, int parallelism, std::unique_ptr<OperatorDef<R>> def) {
+    auto n = std::make_unique<Node>();
+    n->id = id, n->type = type, n->accepts = accepts, n->emits = emits, n->def = std::move(def);
+    int parts = n->def->partitioned() ? (parallelism > 0 ? parallelism : opts_.threads) : 1;
+    for (const auto& in : inputs) {
+      Node* up = find(in);
+      RUNLENS_CHECK(up != nullptr, "input '" + in + "' of '" + id + "' was not added before it");
+      up->consumers.push_back(n.get());
+      n->upstream.push_back(up);
+    }
+    for (int p = 0; p < parts; ++p) {
+      auto part = std::make_unique<Partition>();
+      part->node = n.get();
+      part->index = p;
+      n->parts.push_back(std::move(part));
+    }
+    nodes_.push_back(std::move(n));
+  }
+
+  // Runs until every source has ended (or stop() was called) and every row
+  // has been processed and flushed. Rethrows the first operator failure.
+  void run() {
+    prepare();
+    arena_ = std::make_unique<tbb::task_arena>(opts_.threads);
+    arena_->execute([&] {
+      graph_ = std::make_unique<tbb::flow::graph>();
+      for (auto& n : nodes_) {
+        if (n->source) continue;
+        n->task = std::make_unique<tbb::flow::function_node<Partition*, tbb::flow::continue_msg>>(
+            *graph_, tbb::flow::unlimited, [this](Partition* p) {
+              drain(p);
+              return tbb::flow::continue_msg();
+            });
+      }
+    });
+    for (auto& n : nodes_) {
+      if (!n->source) continue;
+      Node* node = n.get();
+      source_threads_.emplace_back([this, node] { run_source(node); });
+    }
+    join_sources();
+    graph_->wait_for_all();
+    if (failure_) std::rethrow_exception(failure_);
+    for (auto& n : nodes_) {
+      for (auto& p : n->parts) {
+        RUNLENS_CHECK(p->finished || stop_requested(), "partition of '" + n->id + "' did not reach end of input");
+      }
+    }
+  }
+
+  // Asks sources to stop; the graph then drains and flushes. Thread- and signal-safe flag.
+  void stop() {
+    stopping_.store(true);
+    for (auto& n : nodes_) {
+      if (n->source) n->source->interrupt();
+    }
+  }
+  bool stop_requested() const { return stopping_.load(); }
+
+  std::vector<CounterSnapshot> counters() const {
+    std::vector<CounterSnapshot> out;
+    for (const auto& n : nodes_) out.push_back(snapshot(n->id, n->type, n->counters));
+    return out;
+  }
+  int threads() const { return opts_.threads; }
+
+ private:
+  struct Node;
+  struct Partition;
+
+  struct Msg {
+    bool is_watermark = false;
+    int producer = -1;  // global producer id
+    int priority = 0;   // for shedding: the least important row's priority
+    int64_t watermark = kBeginningOfTime;
+    std::vector<R> rows;
+  };
+
+  // A partition's inbox: the bounded edge queue.
+  struct Inbox {
+    std::mutex mu;
+    std::condition_variable space;
+    std::deque<Msg> q;
+    int64_t rows = 0;
+    int64_t rows_by_priority[kPriorities] = {};
+  };
+
+  struct Partition {
+    Node* node = nullptr;
+    int index = 0;
+    Inbox inbox;
+    std::atomic<bool> running{false};
+    std::unique_ptr<Operator<R>> op;
+    std::vector<int> slot_of;            // global producer id -> slot, -1 if not a producer
+    std::vector<int64_t> producer_wm;    // by slot
+    int64_t input_wm = kBeginningOfTime;
+    int64_t forwarded_wm = kBeginningOfTime;
+    bool finished = false;
+    std::vector<R> pending;  // reorder buffer: rows not yet released by the watermark
+    std::vector<R> ready, keep, emitted;
+    std::vector<const R*> order;
+  };
+
+  struct Node {
+    std::string id, type;
+    uint32_t accepts = 0, emits = 0;
+    std::unique_ptr<OperatorDef<R>> def;
+    std::unique_ptr<SourceDef<R>> source;
+    std::vector<std::unique_ptr<Partition>> parts;
+    std::vector<Node*> consumers, upstream;
+    int producer_base = 0;  // global producer id of partition 0 (or of the source)
+    NodeCounters counters;
+    std::unique_ptr<tbb::flow::function_node<Partition*, tbb::flow::continue_msg>> task;
+  };
+
+  Node* find(const std::string& id) {
+    for (auto& n : nodes_) {
+      if (n->id == id) return n.get();
+    }
+    return nullptr;
+  }
+
+  void prepare() {
+    int next = 0;
+    for (auto& n : nodes_) {
+      n->producer_base = next;
+      next += n->source ? 1 : static_cast<int>(n->parts.size());
+    }
+    producers_ = next;
+    for (auto& n : nodes_) {
+      if (n->source) continue;
+      n->counters.queue_capacity.store(static_cast<uint64_t>(opts_.queue_capacity));
+      for (auto& p : n->parts) {
+        p->slot_of.assign(producers_, -1);
+        int slots = 0;
+        for (Node* up : n->upstream) {
+          int count = up->source ? 1 : static_cast<int>(up->parts.size());
+          for (int i = 0; i < count; ++i) p->slot_of[up->producer_base + i] = slots++;
+        }
+        p->producer_wm.assign(slots, kBeginningOfTime);
+        OperatorContext ctx{n->id, p->index, static_cast<int>(n->parts.size()), opts_.dead_letters, &n->counters};
+        p->op = n->def->open(ctx);
+      }
+    }
+  }
+
+  // --- sources -----------------------------------------------------------------
+  class Output final : public SourceOutput<R> {
+   public:
+    Output(Executor* ex, Node* node) : ex_(ex), node_(node) {}
+
+    void push(std::vector<R>& rows, const std::function<std::string(size_t)>& where) override {
+      last_data_ = std::chrono::steady_clock::now();
+      idle_ = false;
+      size_t kept = 0;
+      int64_t late = 0;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        int64_t t = RowTraits<R>::time_ns(rows[i]);
+        if (t < watermark_) {
+          ++late;
+          DeadLetter d;
+          d.component = node_->id;
+          d.position = where ? where(i) : std::string();
+          d.reason = "late: event time " + std::to_string(t) + " is " + std::to_string((watermark_ - t) / 1000000) +
+                     " ms behind the watermark (allowed lateness " + std::to_string(ex_->opts_.lateness_ns / 1000000) +
+                     " ms)";
+          if (ex_->row_text_) d.raw = ex_->row_text_(rows[i]);
+          ex_->opts_.dead_letters->write(d);
+          continue;
+        }
+        max_seen_ = std::max(max_seen_, t);
+        // Per row, so that lateness does not depend on how input is batched.
+        if (max_seen_ != kBeginningOfTime) watermark_ = std::max(watermark_, sat_sub(max_seen_, ex_->opts_.lateness_ns));
+        if (kept != i) rows[kept] = std::move(rows[i]);
+        ++kept;
+      }
+      rows.resize(kept);
+      if (late) {
+        node_->counters.add(node_->counters.late, late);
+        node_->counters.add(node_->counters.dead_lettered, late);
+      }
+      node_->counters.add(node_->counters.in, rows.size() + late);
+      node_->counters.add(node_->counters.out, rows.size());
+      ex_->route(node_, node_->producer_base, rows);
+      ex_->send_watermark(node_, node_->producer_base, watermark_);
+    }
+
+    void idle() override {
+      auto now = std::chrono::steady_clock::now();
+      if (!idle_) {
+        auto silent = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_data_).count();
+        if (silent < ex_->opts_.idle_timeout_ns) return;
+        idle_ = true;
+      }
+      // Idle: the watermark follows the wall clock, less the idle timeout, so
+      // that a silent source (or a hung job) no longer holds every window open.
+      int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+      int64_t wm = sat_sub(wall, ex_->opts_.idle_timeout_ns);
+      if (wm > watermark_) {
+        watermark_ = wm;
+        ex_->send_watermark(node_, node_->producer_base, watermark_);
+      }
+    }
+
+    bool stopping() const override { return ex_->stopping_.load(std::memory_order_relaxed) || ex_->failed_.load(); }
+    DeadLetterSink& dead_letters() override { return *ex_->opts_.dead_letters; }
+    NodeCounters& counters() override { return node_->counters; }
+    const std::string& node_id() const override { return node_->id; }
+
+   private:
+    static int64_t sat_sub(int64_t a, int64_t b) { return a < kBeginningOfTime + b ? kBeginningOfTime : a - b; }
+    Executor* ex_;
+    Node* node_;
+    int64_t max_seen_ = kBeginningOfTime;
+    int64_t watermark_ = kBeginningOfTime;
+    bool idle_ = false;
+    std::chrono::steady_clock::time_point last_data_ = std::chrono::steady_clock::now();
+  };
+
+  void run_source(Node* node) {
+    Output out(this, node);
+    try {
+      node->source->run(out);
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    // End of this source's input: its final watermark fires every window.
+    send_watermark(node, node->producer_base, kEndOfTime);
+  }
+
+  void join_sources() {
+    for (auto& t : source_threads_) {
+      if (t.joinable()) t.join();
+    }
+    source_threads_.clear();
+  }
+
+  void fail(std::exception_ptr e) {
+    std::lock_guard lock(fail_mu_);
+    if (!failure_) failure_ = e;
+    failed_.store(true);
+    stopping_.store(true);
+  }
+
+  // --- routing -----------------------------------------------------------------
+  // Sends `rows` from producer `producer` of `from` to every consumer, each
+  // row to the partition that owns its key. Consumes `rows`.
+  void route(Node* from, int producer, std::vector<R>& rows) {
+    if (rows.empty()) return;
+    bool shed = opts_.overflow == OverflowPolicy::kShed;
+    for (size_t ci = 0; ci < from->consumers.size(); ++ci) {
+      Node* to = from->consumers[ci];
+      bool last_consumer = ci + 1 == from->consumers.size();
+      size_t parts = to->parts.size();
+      size_t lanes = shed ? kPriorities : 1;
+      // Local, not cached: delivering may drain the consumer inline, which routes again.
+      std::vector<std::vector<R>> out(parts * lanes);
+      for (auto& r : rows) {
+        if (!(to->accepts & (1u << RowTraits<R>::kind(r)))) continue;
+        size_t lane = shed ? static_cast<size_t>(RowTraits<R>::priority(r)) : 0;
+        if (parts == 1) {
+          out[lane].push_back(last_consumer ? std::move(r) : r);
+          continue;
+        }
+        std::optional<uint64_t> key = to->def->key(r);
+        if (!key) {
+          for (size_t p = 0; p < parts; ++p) out[p * lanes + lane].push_back(r);
+          continue;
+        }
+        size_t p = static_cast<size_t>(*key % parts);
+        out[p * lanes + lane].push_back(last_consumer ? std::move(r) : r);
+      }
+      for (size_t p = 0; p < parts; ++p) {
+        for (size_t lane = 0; lane < lanes; ++lane) {
+          auto& batch = out[p * lanes + lane];
+          if (batch.empty()) continue;
+          Msg m;
+          m.producer = producer;
+          m.priority = static_cast<int>(lane);
+          if (!shed) {
+            int worst = 0;
+            for (const auto& r : batch) worst = std::max(worst, RowTraits<R>::priority(r));
+            m.priority = worst;
+          }
+          m.rows = std::move(batch);
+          batch = {};
+          deliver(to->parts[p].get(), std::move(m));
+        }
+      }
+    }
+    rows.clear();
+  }
+
+  void send_watermark(Node* from, int producer, int64_t wm) {
+    for (Node* to : from->consumers) {
+      for (auto& p : to->parts) {
+        Msg m;
+        m.is_watermark = true;
+        m.producer = producer;
+        m.watermark = wm;
+        deliver(p.get(), std::move(m));
+      }
+    }
+  }
+
+  // Puts a message into a partition's inbox, applying the overflow policy.
+  void deliver(Partition* p, Msg m) {
+    Node* node = p->node;
+    int64_t n = static_cast<int64_t>(m.rows.size());
+    int64_t cap = opts_.queue_capacity;
+    if (!m.is_watermark && opts_.overflow == OverflowPolicy::kBlock) {
+      for (int spins = 0;; ++spins) {
+        {
+          std::unique_lock lock(p->inbox.mu);
+          // An oversized batch is let into an empty queue, or it could never pass.
+          if (p->inbox.rows + n <= cap || p->inbox.rows == 0 || failed_.load()) {
+            enqueue_locked(p, std::move(m));
+            break;
+          }
+        }
+        // Full: help the consumer along if nobody is draining it...
+        drain(p);
+        // ...or wait for it to make room.
+        std::unique_lock lock(p->inbox.mu);
+        if (p->inbox.rows + n > cap && p->inbox.rows != 0 && !failed_.load()) {
+          p->inbox.space.wait_for(lock, std::chrono::microseconds(200));
+        }
+      }
+    } else if (!m.is_watermark) {
+      std::unique_lock lock(p->inbox.mu);
+      shed_locked(p, m);
+      if (!m.rows.empty()) enqueue_locked(p, std::move(m));
+    } else {
+      std::unique_lock lock(p->inbox.mu);
+      enqueue_locked(p, std::move(m));
+    }
+    node->task->try_put(p);
+  }
+
+  void enqueue_locked(Partition* p, Msg&& m) {
+    int64_t n = static_cast<int64_t>(m.rows.size());
+    p->inbox.rows += n;
+    p->inbox.rows_by_priority[m.priority] += n;
+    p->node->counters.add(p->node->counters.queue_rows, static_cast<uint64_t>(n));
+    p->node->counters.raise_peak(static_cast<uint64_t>(p->inbox.rows));
+    p->inbox.q.push_back(std::move(m));
+  }
+
+  // Makes room for `m` by dropping the least important rows first. Drops from
+  // `m` itself when everything queued is at least as important.
+  void shed_locked(Partition* p, Msg& m) {
+    Inbox& in = p->inbox;
+    NodeCounters& c = p->node->counters;
+    int64_t n = static_cast<int64_t>(m.rows.size());
+    int64_t cap = opts_.queue_capacity;
+    while (in.rows + n > cap) {
+      int worst = -1;
+      for (int pr = kPriorities - 1; pr > m.priority; --pr) {
+        if (in.rows_by_priority[pr] > 0) {
+          worst = pr;
+          break;
+        }
+      }
+      if (worst < 0) break;
+      // Drop the newest queued batch of that priority (the oldest are closest to being used).
+      for (auto it = in.q.rbegin(); it != in.q.rend(); ++it) {
+        if (!it->is_watermark && it->priority == worst && !it->rows.empty()) {
+          int64_t k = static_cast<int64_t>(it->rows.size());
+          in.rows -= k;
+          in.rows_by_priority[worst] -= k;
+          c.queue_rows.fetch_sub(static_cast<uint64_t>(k), std::memory_order_relaxed);
+          c.add(c.dropped[worst], static_cast<uint64_t>(k));
+          it->rows.clear();
+          break;
+        }
+      }
+    }
+    if (in.rows + n <= cap) return;
+    // P0 is never dropped while anything less important is queued; with only
+    // P0 left it may overflow the queue up to 4x before it is dropped too.
+    if (m.priority == 0 && in.rows + n <= 4 * cap) return;
+    int64_t room = std::max<int64_t>(0, cap - in.rows);
+    if (room < n) {
+      c.add(c.dropped[m.priority], static_cast<uint64_t>(n - room));
+      m.rows.resize(static_cast<size_t>(room));
+    }
+  }
+
+  // --- processing --------------------------------------------------------------
+  void drain(Partition* p) {
+    for (;;) {
+      if (p->running.exchange(true, std::memory_order_acquire)) return;  // someone else is on it
+      try {
+        for (;;) {
+          std::deque<Msg> batch;
+          {
+            std::lock_guard lock(p->inbox.mu);
+            if (p->inbox.q.empty()) break;
+            batch.swap(p->inbox.q);
+            int64_t freed = p->inbox.rows;
+            p->inbox.rows = 0;
+            for (auto& r : p->inbox.rows_by_priority) r = 0;
+            p->node->counters.queue_rows.fetch_sub(static_cast<uint64_t>(freed), std::memory_order_relaxed);
+          }
+          p->inbox.space.notify_all();
+          for (auto& m : batch) handle(p, m);
+        }
+      } catch (...) {
+        fail(std::current_exception());
+        std::lock_guard lock(p->inbox.mu);
+        p->inbox.q.clear();
+      }
+      p->running.store(false, std::memory_order_release);
+      std::lock_guard lock(p->inbox.mu);
+      if (p->inbox.q.empty()) return;
+    }
+  }
+
+  void handle(Partition* p, Msg& m) {
+    if (failed_.load(std::memory_order_relaxed)) return;
+    if (!m.is_watermark) {
+      p->node->counters.add(p->node->counters.in, m.rows.size());
+      if (p->pending.empty()) {
+        p->pending.swap(m.rows);
+      } else {
+        for (auto& r : m.rows) p->pending.push_back(std::move(r));
+      }
+      return;
+    }
+    int slot = p->slot_of[m.producer];
+    RUNLENS_CHECK(slot >= 0, "a watermark came from a node that is not an input");
+    p->producer_wm[slot] = std::max(p->producer_wm[slot], m.watermark);
+    int64_t wm = *std::min_element(p->producer_wm.begin(), p->producer_wm.end());
+    if (wm <= p->input_wm) return;
+    p->input_wm = wm;
+    advance(p, wm);
+  }
+
+  // Releases every pending row older than `wm` to the operator in canonical
+  // order, lets it fire timers, and forwards the watermark.
+  void advance(Partition* p, int64_t wm) {
+    Node* node = p->node;
+    p->ready.clear();
+    p->keep.clear();
+    for (auto& r : p->pending) {
+      if (RowTraits<R>::time_ns(r) < wm) p->ready.push_back(std::move(r));
+      else p->keep.push_back(std::move(r));
+    }
+    p->pending.swap(p->keep);
+    p->order.clear();
+    for (const auto& r : p->ready) p->order.push_back(&r);
+    std::sort(p->order.begin(), p->order.end(),
+              [](const R* a, const R* b) { return RowTraits<R>::compare(*a, *b) < 0; });
+    p->emitted.clear();
+    Emitter<R> out(&p->emitted, p->forwarded_wm);
+    for (const R* r : p->order) p->op->process(*r, out);
+    p->ready.clear();
+    p->op->on_watermark(wm, out);
+    if (wm == kEndOfTime) {
+      RUNLENS_CHECK(p->pending.empty(), "rows remained after the final watermark");
+      p->op->finish(out);
+      p->finished = true;
+    }
+    node->counters.add(node->counters.out, p->emitted.size());
+    int producer = node->producer_base + p->index;
+    route(node, producer, p->emitted);
+    p->forwarded_wm = wm;
+    send_watermark(node, producer, wm);
+  }
+
+  ExecutorOptions opts_;
+  RowText row_text_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  int producers_ = 0;
+  std::unique_ptr<tbb::task_arena> arena_;
+  std::unique_ptr<tbb::flow::graph> graph_;
+  std::vector<std::thread> source_threads_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> failed_{false};
+  std::mutex fail_mu_;
+  std::exception_ptr failure_;
+};
+
+}  // namespace runlens::runtime

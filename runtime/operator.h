@@ -1,0 +1,131 @@
+// The component interfaces of the runtime: operators (and sinks, which are
+// operators without outputs) and sources. The runtime is generic over the
+// row type R; it learns the few things it needs of a row from RowTraits<R>.
+//
+// Threading contract (the same for every operator):
+//  - An OperatorDef is immutable once built and shared by all partitions.
+//  - Each partition owns one Operator instance; the runtime never calls one
+//    instance from two threads at once, so operator state needs no locks.
+//  - Rows arrive at process() in canonical event-time order (RowTraits::compare),
+//    all older than the watermark that released them; on_watermark(w) follows.
+//    The order is a function of the input alone, not of thread count, batch
+//    size or arrival order: that is what makes outputs deterministic.
+//  - Rows emitted while handling watermark w must not be older than the
+//    previous watermark (emit at the time of the row or timer that caused it).
+//  - finish() is called once, after the final watermark, at end of input.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/counters.h"
+#include "runtime/status.h"
+
+namespace runlens::runtime {
+
+constexpr int64_t kEndOfTime = INT64_MAX;
+constexpr int64_t kBeginningOfTime = INT64_MIN;
+
+// Specialize for the row type:
+//   static int64_t time_ns(const R&);
+//   static unsigned kind(const R&);      // < 32, matches ComponentInfo masks
+//   static int priority(const R&);       // 0 (P0, most important) .. 3
+//   static int compare(const R&, const R&);  // total order, time first
+template <class R>
+struct RowTraits;
+
+// Rows and bytes that could not be used, with where and why. Thread-safe.
+struct DeadLetter {
+  std::string component;  // who rejected it
+  std::string position;   // "file.jsonl:12", "file.rlrec@4096", "tcp://...#frame 7"
+  std::string reason;
+  std::string raw;        // the offending input, as text (may be truncated)
+};
+class DeadLetterSink {
+ public:
+  virtual ~DeadLetterSink() = default;
+  virtual void write(const DeadLetter& d) = 0;
+  virtual void flush() {}
+};
+
+template <class R>
+class Emitter {
+ public:
+  Emitter(std::vector<R>* out, int64_t floor) : out_(out), floor_(floor) {}
+  void emit(R row) {
+    RUNLENS_CHECK(RowTraits<R>::time_ns(row) >= floor_,
+                  "an operator emitted a row older than the watermark it had already passed");
+    out_->push_back(std::move(row));
+  }
+
+ private:
+  std::vector<R>* out_;
+  int64_t floor_;
+};
+
+struct OperatorContext {
+  std::string node_id;
+  int partition = 0;
+  int partitions = 1;
+  DeadLetterSink* dead_letters = nullptr;
+  NodeCounters* counters = nullptr;
+};
+
+template <class R>
+class Operator {
+ public:
+  virtual ~Operator() = default;
+  virtual void process(const R& row, Emitter<R>& out) = 0;
+  virtual void on_watermark(int64_t watermark_ns, Emitter<R>& out) {}
+  virtual void finish(Emitter<R>& out) {}
+};
+
+template <class R>
+class OperatorDef {
+ public:
+  virtual ~OperatorDef() = default;
+  // Whether rows are spread over partitions by key(); false = one partition.
+  virtual bool partitioned() const { return false; }
+  // Partition key of a row; nullopt sends the row to every partition.
+  virtual std::optional<uint64_t> key(const R& row) const { return 0; }
+  // Allocates one partition's state ("validate in the factory, allocate in open").
+  virtual std::unique_ptr<Operator<R>> open(const OperatorContext& ctx) const = 0;
+  // One line for `runlens graph` and error messages.
+  virtual std::string describe() const { return {}; }
+};
+
+// Handed to a running source. Not thread-safe: one source, one thread.
+template <class R>
+class SourceOutput {
+ public:
+  virtual ~SourceOutput() = default;
+  // Rows in arrival order. Rows older than this source's watermark are late:
+  // dead-lettered and counted, never silently lost. `where(i)` names the
+  // position of row i for the dead letter.
+  virtual void push(std::vector<R>& rows, const std::function<std::string(size_t)>& where = {}) = 0;
+  // Call when there is nothing to read (at least every 100 ms while idle):
+  // after the idle timeout the watermark follows the wall clock.
+  virtual void idle() = 0;
+  virtual bool stopping() const = 0;
+  virtual DeadLetterSink& dead_letters() = 0;
+  virtual NodeCounters& counters() = 0;
+  virtual const std::string& node_id() const = 0;
+};
+
+template <class R>
+class SourceDef {
+ public:
+  virtual ~SourceDef() = default;
+  // Runs until end of input or until out.stopping(); throws only for fatal
+  // set-up problems (e.g. cannot bind), reported as a ConfigError.
+  virtual void run(SourceOutput<R>& out) = 0;
+  // Wakes run() so that it notices stopping() soon. Thread-safe.
+  virtual void interrupt() {}
+  virtual std::string describe() const { return {}; }
+};
+
+}  // namespace runlens::runtime

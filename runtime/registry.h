@@ -1,0 +1,84 @@
+// The component registry: for every component type, its description
+// (ComponentInfo: role, parameters, port kinds) and its factory. Registration
+// is explicit: operators/builtin.cc and connectors/builtin.cc call one
+// Register* function per component.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/operator.h"
+#include "runtime/pipeline_spec.h"
+
+namespace runlens::runtime {
+
+// What a factory may use besides its parameters.
+struct BuildContext {
+  std::string component_id;
+  std::string component_path;  // "operators.stragglers", for errors
+  const Params* params = nullptr;
+  // A factory reports a bad combination of values as a user error here.
+  [[noreturn]] void fail(const std::string& param, const std::string& message) const {
+    throw ConfigError({Diagnostic{params ? params->where(param) : SourceLocation{}, component_path, message}});
+  }
+};
+
+template <class R>
+class Registry final : public Catalog {
+ public:
+  using OperatorFactory = std::function<std::unique_ptr<OperatorDef<R>>(const BuildContext&)>;
+  using SourceFactory = std::function<std::unique_ptr<SourceDef<R>>(const BuildContext&)>;
+
+  explicit Registry(std::vector<std::string> kind_names) : kind_names_(std::move(kind_names)) {}
+
+  void add_operator(ComponentInfo info, OperatorFactory f) {
+    RUNLENS_CHECK(info.role != Role::kSource, "operators and sinks only");
+    RUNLENS_CHECK(!entries_.count(info.type), "component type registered twice: " + info.type);
+    std::string t = info.type;
+    entries_[t] = Entry{std::move(info), std::move(f), nullptr};
+  }
+  void add_source(ComponentInfo info, SourceFactory f) {
+    RUNLENS_CHECK(info.role == Role::kSource, "sources only");
+    RUNLENS_CHECK(!entries_.count(info.type), "component type registered twice: " + info.type);
+    std::string t = info.type;
+    entries_[t] = Entry{std::move(info), nullptr, std::move(f)};
+  }
+
+  const ComponentInfo* find(const std::string& type) const override {
+    auto it = entries_.find(type);
+    return it == entries_.end() ? nullptr : &it->second.info;
+  }
+  std::vector<std::string> types() const override {
+    std::vector<std::string> t;
+    for (const auto& [k, v] : entries_) t.push_back(k);
+    return t;
+  }
+  std::string kind_name(unsigned kind) const override {
+    return kind < kind_names_.size() ? kind_names_[kind] : "kind" + std::to_string(kind);
+  }
+
+  std::unique_ptr<OperatorDef<R>> make_operator(const ComponentSpec& c) const {
+    const Entry& e = entries_.at(c.type);
+    BuildContext ctx{c.id, c.path(), &c.params};
+    return e.op(ctx);
+  }
+  std::unique_ptr<SourceDef<R>> make_source(const ComponentSpec& c) const {
+    const Entry& e = entries_.at(c.type);
+    BuildContext ctx{c.id, c.path(), &c.params};
+    return e.source(ctx);
+  }
+
+ private:
+  struct Entry {
+    ComponentInfo info;
+    OperatorFactory op;
+    SourceFactory source;
+  };
+  std::map<std::string, Entry> entries_;
+  std::vector<std::string> kind_names_;
+};
+
+}  // namespace runlens::runtime

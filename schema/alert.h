@@ -1,0 +1,87 @@
+// Rows that operators derive: the joined step record and the alert (alert
+// contract v1, docs/alerts.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "schema/record.h"
+
+namespace runlens {
+
+// What a run_start told us about a run, shared by every row derived from it.
+struct RunInfo {
+  RunStart start;
+  // Placement by rank (index = rank); node empty / gpu -1 where unknown.
+  std::vector<RankPlacement> placement;
+
+  const RankPlacement* place(int32_t rank) const {
+    return rank >= 0 && static_cast<size_t>(rank) < placement.size() ? &placement[rank] : nullptr;
+  }
+  static std::shared_ptr<const RunInfo> from(const RunStart& rs);
+};
+
+// One step of one run, joined across its ranks by rank_join.
+struct StepRecord {
+  Symbol run_id;
+  int64_t step = 0;
+  int32_t world_size = 0;
+  std::vector<Step> ranks;         // the ranks that reported, ordered by rank
+  std::vector<int32_t> missing;    // ranks that did not report before the timeout
+  bool timed_out = false;          // emitted by the timeout, not by completion
+  int64_t first_time_ns = 0;       // earliest rank report of this step
+  std::shared_ptr<const RunInfo> run;  // null when no run_start was seen
+};
+
+enum class Severity : uint8_t { kInfo, kWarning, kCritical };
+std::string_view severity_name(Severity s);
+
+struct Evidence {
+  std::string kind;
+  std::optional<int64_t> step;
+  std::string detail;
+  bool operator==(const Evidence&) const = default;
+};
+
+struct Alert {
+  std::string alert_id;  // deterministic, see make_alert_id
+  std::string kind;
+  Severity severity = Severity::kWarning;
+  int64_t time_ns = 0;
+  Symbol tenant;
+  Symbol run_id;
+  std::optional<int64_t> step;
+  std::optional<int32_t> rank;
+  Symbol node;
+  std::optional<int32_t> gpu;
+  std::optional<double> value;
+  std::optional<double> threshold;
+  std::string summary;
+  // Diagnosis records only.
+  std::string symptom, cause, owner, recommendation;
+  std::vector<Evidence> evidence;
+  // Extra numeric context (e.g. median_ms, ratio), written as "attrs".
+  std::vector<std::pair<std::string, double>> attrs;
+
+  bool operator==(const Alert&) const = default;
+};
+
+// alert_id: 16 hex digits of a hash over kind, run, rank, node, gpu and the
+// incident's discriminator (usually its onset step). The same input gives the
+// same id in replay and live, and a restarted pipeline can de-duplicate.
+std::string make_alert_id(std::string_view kind, Symbol run_id, std::optional<int32_t> rank, Symbol node,
+                          std::optional<int32_t> gpu, int64_t discriminator);
+
+inline Record alert_record(Alert a) {
+  Record r;
+  r.time_ns = a.time_ns;
+  r.tenant = a.tenant;
+  r.body = std::make_shared<const Alert>(std::move(a));
+  return r;
+}
+
+}  // namespace runlens
