@@ -40,6 +40,7 @@ class ConsoleSink final : public ops::Operator {
 class ConsoleSinkDef final : public ops::OperatorDef {
  public:
   ConsoleSinkDef(uint32_t kinds, bool json) : kinds_(kinds), json_(json) {}
+  uint32_t accepts(uint32_t declared) const override { return declared & kinds_; }
   std::unique_ptr<ops::Operator> open(const runtime::OperatorContext&) const override {
     return std::make_unique<ConsoleSink>(kinds_, json_);
   }

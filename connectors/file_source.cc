@@ -27,16 +27,19 @@ std::optional<double> parse_speed(const std::string& text) {
 
 namespace {
 
+struct Input {
+  std::unique_ptr<InputReader> reader;
+  std::vector<Record> rows;  // read ahead, not yet sent
+  std::vector<uint64_t> positions;
+  size_t next = 0;
+  bool eof = false;
+};
+
 class FileSource final : public runtime::SourceDef<Record> {
  public:
   explicit FileSource(FileSourceOptions o) : o_(std::move(o)) {}
 
   void run(runtime::SourceOutput<Record>& out) override {
-    struct Input {
-      std::unique_ptr<InputReader> reader;
-      int64_t last_time = runtime::kBeginningOfTime;
-      bool done = false;
-    };
     std::vector<Input> inputs;
     uint64_t total_bytes = 0;
     for (const auto& p : o_.paths) {
@@ -47,34 +50,47 @@ class FileSource final : public runtime::SourceDef<Record> {
       inputs.push_back(Input{std::move(r)});
     }
     std::vector<Record> rows;
-    std::vector<uint64_t> positions;
+    std::vector<std::pair<size_t, uint64_t>> where_from;  // (input, position) per row
     auto started = std::chrono::steady_clock::now();
     auto last_draw = started;
     uint64_t total_rows = 0;
     int64_t first_event = runtime::kBeginningOfTime;
+    auto where = [&](size_t i) { return inputs[where_from[i].first].reader->describe_position(where_from[i].second); };
     for (;;) {
       if (out.stopping()) break;
-      // Read next from the input furthest behind in event time, so several
-      // files of one run stay aligned and the watermark keeps moving.
-      Input* in = nullptr;
-      for (auto& i : inputs) {
-        if (!i.done && (!in || i.last_time < in->last_time)) in = &i;
-      }
-      if (!in) break;
       rows.clear();
-      positions.clear();
-      uint64_t dead_before = in->reader->dead_lettered();
-      in->done = !in->reader->next(&rows, &positions, o_.batch_size, out.dead_letters(), out.node_id());
-      if (uint64_t dead = in->reader->dead_lettered() - dead_before) {
-        out.counters().add(out.counters().dead_lettered, dead);
-        out.counters().add(out.counters().in, dead);
+      where_from.clear();
+      if (inputs.size() == 1) {
+        // One file: pass its batches through as they are.
+        Input& in = inputs[0];
+        if (!fill(in, out)) break;
+        for (size_t k = in.next; k < in.rows.size(); ++k) {
+          rows.push_back(std::move(in.rows[k]));
+          where_from.push_back({0, in.positions[k]});
+        }
+        in.next = in.rows.size();
+      } else {
+        // Several files (of one run, or of runs side by side): merge them by
+        // event time row by row, so that the source's watermark and lateness
+        // apply to one time-ordered stream.
+        while (rows.size() < o_.batch_size) {
+          Input* best = nullptr;
+          size_t best_i = 0;
+          for (size_t k = 0; k < inputs.size(); ++k) {
+            Input& in = inputs[k];
+            if (!fill(in, out)) continue;
+            if (!best || in.rows[in.next].time_ns < best->rows[best->next].time_ns) best = &in, best_i = k;
+          }
+          if (!best) break;
+          rows.push_back(std::move(best->rows[best->next]));
+          where_from.push_back({best_i, best->positions[best->next]});
+          ++best->next;
+        }
+        if (rows.empty()) break;
       }
-      if (!rows.empty()) in->last_time = rows.back().time_ns;
       total_rows += rows.size();
-      InputReader* reader = in->reader.get();
-      auto where = [&](size_t i) { return reader->describe_position(positions[i]); };
       if (o_.speed > 0) {
-        paced_push(out, rows, positions, *reader, first_event, started);
+        paced_push(out, rows, where, first_event, started);
       } else {
         out.push(rows, where);
       }
@@ -99,8 +115,24 @@ class FileSource final : public runtime::SourceDef<Record> {
   }
 
  private:
-  template <class Inputs>
-  static double inputs_progress(const Inputs& inputs, uint64_t total_bytes) {
+  // Makes sure `in` has a row to give (reading more if needed); false at its end.
+  bool fill(Input& in, runtime::SourceOutput<Record>& out) {
+    while (in.next >= in.rows.size()) {
+      if (in.eof) return false;
+      in.rows.clear();
+      in.positions.clear();
+      in.next = 0;
+      uint64_t dead_before = in.reader->dead_lettered();
+      in.eof = !in.reader->next(&in.rows, &in.positions, o_.batch_size, out.dead_letters(), out.node_id());
+      if (uint64_t dead = in.reader->dead_lettered() - dead_before) {
+        out.counters().add(out.counters().dead_lettered, dead);
+        out.counters().add(out.counters().in, dead);
+      }
+    }
+    return true;
+  }
+
+  static double inputs_progress(const std::vector<Input>& inputs, uint64_t total_bytes) {
     if (total_bytes == 0) return 1.0;
     double done = 0;
     for (const auto& i : inputs) done += i.reader->progress() * static_cast<double>(i.reader->bytes());
@@ -120,13 +152,14 @@ class FileSource final : public runtime::SourceDef<Record> {
   }
 
   // Pushes rows when their event time, scaled by the speed, is due on the wall clock.
-  void paced_push(runtime::SourceOutput<Record>& out, std::vector<Record>& rows, std::vector<uint64_t>& positions,
-                  const InputReader& reader, int64_t& first_event, std::chrono::steady_clock::time_point started) {
+  void paced_push(runtime::SourceOutput<Record>& out, std::vector<Record>& rows,
+                  const std::function<std::string(size_t)>& where, int64_t& first_event,
+                  std::chrono::steady_clock::time_point started) {
     std::vector<Record> chunk;
-    std::vector<uint64_t> chunk_pos;
+    std::vector<size_t> chunk_pos;  // index into rows, for positions
     auto flush = [&] {
       if (chunk.empty()) return;
-      out.push(chunk, [&](size_t i) { return reader.describe_position(chunk_pos[i]); });
+      out.push(chunk, [&](size_t i) { return where(chunk_pos[i]); });
       chunk.clear();
       chunk_pos.clear();
     };
@@ -142,7 +175,7 @@ class FileSource final : public runtime::SourceDef<Record> {
         }
       }
       chunk.push_back(std::move(rows[i]));
-      chunk_pos.push_back(positions[i]);
+      chunk_pos.push_back(i);
     }
     flush();
   }

@@ -63,8 +63,21 @@ class Bytes {
   const char* data() const { return data_; }
   size_t size() const { return size_; }
 
+  // Tells the kernel the bytes before `pos` are consumed: their pages leave
+  // the resident set, so memory stays flat however long the recording is.
+  void consumed(size_t pos) {
+    if (!map_) return;
+    constexpr size_t kStep = 32u << 20;
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t upto = pos / page * page;
+    if (upto < released_ + kStep) return;
+    madvise(static_cast<char*>(map_) + released_, upto - released_, MADV_DONTNEED);
+    released_ = upto;
+  }
+
  private:
   void* map_ = nullptr;
+  size_t released_ = 0;
   const char* data_ = "";
   size_t size_ = 0;
   std::string buf_;
@@ -108,6 +121,7 @@ class JsonlReader final : public InputReader {
       positions->push_back(line_no_);
       ++produced;
     }
+    bytes_->consumed(std::min(pos_, n));
     return pos_ < n;
   }
   std::string describe_position(uint64_t p) const override { return path_ + ":" + std::to_string(p); }
@@ -213,6 +227,7 @@ class RecordingReader final : public InputReader {
         ++produced;
       }
     }
+    bytes_->consumed(std::min(pos_, n));
     return pos_ < n;
   }
 

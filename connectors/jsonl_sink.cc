@@ -64,6 +64,7 @@ class JsonlSink final : public ops::Operator {
 class JsonlSinkDef final : public ops::OperatorDef {
  public:
   JsonlSinkDef(std::string path, uint32_t kinds, bool flush) : path_(std::move(path)), kinds_(kinds), flush_(flush) {}
+  uint32_t accepts(uint32_t declared) const override { return declared & kinds_; }
   std::unique_ptr<ops::Operator> open(const runtime::OperatorContext&) const override {
     return std::make_unique<JsonlSink>(path_, kinds_, flush_);
   }

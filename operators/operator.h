@@ -18,6 +18,10 @@ struct RowTraits<Record> {
   static unsigned kind(const Record& r) { return static_cast<unsigned>(r.body.index()); }
   static int priority(const Record& r) { return static_cast<int>(r.priority()); }
   static int compare(const Record& a, const Record& b) { return compare_canonical(a, b); }
+  // A step record holds one step report per rank.
+  static int64_t weight(const Record& r) {
+    return r.kind() == Kind::kStepRecord ? 1 + static_cast<int64_t>(r.step_record().ranks.size()) : 1;
+  }
 };
 }  // namespace runlens::runtime
 

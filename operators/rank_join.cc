@@ -23,7 +23,10 @@ struct RunState {
   std::map<int64_t, Pending> pending;  // by step
   std::unordered_set<int64_t> closed;  // recently closed steps, to recognise late reports
   std::deque<int64_t> closed_order;
-  std::unordered_set<int32_t> missing;  // ranks reported missing and not yet back
+  // Ranks reported missing, with the step they went missing at; a rank is
+  // re-armed when it reports a later step.
+  std::unordered_map<int32_t, int64_t> missing;
+  std::vector<int64_t> last_seen;  // by rank: the latest step it reported
   Symbol tenant;
 };
 
@@ -85,6 +88,7 @@ class RankJoin final : public Operator {
     it->second.closed.clear();
     it->second.closed_order.clear();
     it->second.missing.clear();
+    it->second.last_seen.clear();
   }
 
   void on_run_end(const Record& r, Emitter& out) {
@@ -133,6 +137,9 @@ class RankJoin final : public Operator {
     p.have[s.rank] = true;
     p.by_rank[s.rank] = s;
     ++p.count;
+    if (st.last_seen.size() <= static_cast<size_t>(s.rank)) st.last_seen.resize(s.rank + 1, INT64_MIN);
+    st.last_seen[s.rank] = std::max(st.last_seen[s.rank], s.step);
+    if (auto m = st.missing.find(s.rank); m != st.missing.end() && s.step > m->second) st.missing.erase(m);
     if (st.world > 0 && p.count == st.world) {
       auto node = st.pending.find(s.step);
       emit(s.run_id, st, s.step, node->second, r.time_ns, false, false, out);
@@ -178,10 +185,7 @@ class RankJoin final : public Operator {
     rec->run = st.info;
     rec->ranks.reserve(static_cast<size_t>(p.count));
     for (size_t rank = 0; rank < p.have.size(); ++rank) {
-      if (p.have[rank]) {
-        rec->ranks.push_back(std::move(p.by_rank[rank]));
-        st.missing.erase(static_cast<int32_t>(rank));  // it is back
-      }
+      if (p.have[rank]) rec->ranks.push_back(std::move(p.by_rank[rank]));
     }
     for (int32_t rank = 0; rank < st.world; ++rank) {
       bool have = static_cast<size_t>(rank) < p.have.size() && p.have[rank];
@@ -189,7 +193,10 @@ class RankJoin final : public Operator {
     }
     if (alert && st.world > 0) {
       for (int32_t rank : rec->missing) {
-        if (!st.missing.insert(rank).second) continue;  // already reported
+        if (st.missing.count(rank)) continue;  // already reported
+        // A rank that has reported a later step is not hung: it skipped this one.
+        if (static_cast<size_t>(rank) < st.last_seen.size() && st.last_seen[rank] > step) continue;
+        st.missing[rank] = step;
         out.emit(alert_record(missing_alert(run_id, st, step, rank, at, p)));
       }
     }

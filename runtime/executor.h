@@ -77,7 +77,8 @@ class Executor {
   void add_operator(const std::string& id, const std::string& type, uint32_t accepts, uint32_t emits,
                     const std::vector<std::string>& inputs, int parallelism, std::unique_ptr<OperatorDef<R>> def) {
     auto n = std::make_unique<Node>();
-    n->id = id, n->type = type, n->accepts = accepts, n->emits = emits, n->def = std::move(def);
+    n->id = id, n->type = type, n->emits = emits, n->def = std::move(def);
+    n->accepts = n->def->accepts(accepts);
     int parts = n->def->partitioned() ? (parallelism > 0 ? parallelism : opts_.threads) : 1;
     for (const auto& in : inputs) {
       Node* up = find(in);
@@ -149,6 +150,7 @@ class Executor {
     bool is_watermark = false;
     int producer = -1;  // global producer id
     int priority = 0;   // for shedding: the least important row's priority
+    int64_t weight = 0;  // queue units: the sum of RowTraits::weight
     int64_t watermark = kBeginningOfTime;
     std::vector<R> rows;
   };
@@ -361,6 +363,7 @@ class Executor {
             for (const auto& r : batch) worst = std::max(worst, RowTraits<R>::priority(r));
             m.priority = worst;
           }
+          for (const auto& r : batch) m.weight += RowTraits<R>::weight(r);
           m.rows = std::move(batch);
           batch = {};
           deliver(to->parts[p].get(), std::move(m));
@@ -385,7 +388,7 @@ class Executor {
   // Puts a message into a partition's inbox, applying the overflow policy.
   void deliver(Partition* p, Msg m) {
     Node* node = p->node;
-    int64_t n = static_cast<int64_t>(m.rows.size());
+    int64_t n = m.weight;
     int64_t cap = opts_.queue_capacity;
     if (!m.is_watermark && opts_.overflow == OverflowPolicy::kBlock) {
       for (int spins = 0;; ++spins) {
@@ -417,7 +420,7 @@ class Executor {
   }
 
   void enqueue_locked(Partition* p, Msg&& m) {
-    int64_t n = static_cast<int64_t>(m.rows.size());
+    int64_t n = m.weight;
     p->inbox.rows += n;
     p->inbox.rows_by_priority[m.priority] += n;
     p->node->counters.add(p->node->counters.queue_rows, static_cast<uint64_t>(n));
@@ -430,7 +433,7 @@ class Executor {
   void shed_locked(Partition* p, Msg& m) {
     Inbox& in = p->inbox;
     NodeCounters& c = p->node->counters;
-    int64_t n = static_cast<int64_t>(m.rows.size());
+    int64_t n = m.weight;
     int64_t cap = opts_.queue_capacity;
     while (in.rows + n > cap) {
       int worst = -1;
@@ -444,12 +447,13 @@ class Executor {
       // Drop the newest queued batch of that priority (the oldest are closest to being used).
       for (auto it = in.q.rbegin(); it != in.q.rend(); ++it) {
         if (!it->is_watermark && it->priority == worst && !it->rows.empty()) {
-          int64_t k = static_cast<int64_t>(it->rows.size());
+          int64_t k = it->weight;
           in.rows -= k;
           in.rows_by_priority[worst] -= k;
           c.queue_rows.fetch_sub(static_cast<uint64_t>(k), std::memory_order_relaxed);
-          c.add(c.dropped[worst], static_cast<uint64_t>(k));
+          c.add(c.dropped[worst], it->rows.size());
           it->rows.clear();
+          it->weight = 0;
           break;
         }
       }
@@ -458,11 +462,17 @@ class Executor {
     // P0 is never dropped while anything less important is queued; with only
     // P0 left it may overflow the queue up to 4x before it is dropped too.
     if (m.priority == 0 && in.rows + n <= 4 * cap) return;
+    // Keep the oldest rows of the batch that fit.
     int64_t room = std::max<int64_t>(0, cap - in.rows);
-    if (room < n) {
-      c.add(c.dropped[m.priority], static_cast<uint64_t>(n - room));
-      m.rows.resize(static_cast<size_t>(room));
+    int64_t kept_weight = 0;
+    size_t keep = 0;
+    while (keep < m.rows.size() && kept_weight + RowTraits<R>::weight(m.rows[keep]) <= room) {
+      kept_weight += RowTraits<R>::weight(m.rows[keep]);
+      ++keep;
     }
+    c.add(c.dropped[m.priority], m.rows.size() - keep);
+    m.rows.resize(keep);
+    m.weight = kept_weight;
   }
 
   // --- processing --------------------------------------------------------------

@@ -35,6 +35,9 @@ constexpr int64_t kBeginningOfTime = INT64_MIN;
 //   static unsigned kind(const R&);      // < 32, matches ComponentInfo masks
 //   static int priority(const R&);       // 0 (P0, most important) .. 3
 //   static int compare(const R&, const R&);  // total order, time first
+//   static int64_t weight(const R&);     // queue units a row takes (1 for a plain row;
+//                                        // more for a row that holds many, so that
+//                                        // queue bounds bound memory)
 template <class R>
 struct RowTraits;
 
@@ -90,6 +93,9 @@ class OperatorDef {
   virtual ~OperatorDef() = default;
   // Whether rows are spread over partitions by key(); false = one partition.
   virtual bool partitioned() const { return false; }
+  // The row kinds this instance wants, narrowed from what its type declares
+  // (a sink configured for alerts only need not be sent step records).
+  virtual uint32_t accepts(uint32_t declared) const { return declared; }
   // Partition key of a row; nullopt sends the row to every partition.
   virtual std::optional<uint64_t> key(const R& row) const { return 0; }
   // Allocates one partition's state ("validate in the factory, allocate in open").

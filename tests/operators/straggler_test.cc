@@ -1,0 +1,110 @@
+#include "operators/straggler.h"
+
+#include "tests/operators/operator_run.h"
+
+using namespace runlens;
+using namespace runlens::testing;
+
+namespace {
+
+struct StragglerCase {
+  const char* name;
+  int32_t slow_rank;
+  std::vector<int64_t> slow_steps;  // steps where that rank works 2x
+  bool with_comm;                   // ranks report comm_ms/data_wait_ms (wall times equalize)
+  std::vector<int64_t> expect_alert_steps;
+  std::vector<int64_t> expect_onsets;
+};
+
+std::vector<int64_t> range(int64_t a, int64_t b) {
+  std::vector<int64_t> v;
+  for (int64_t i = a; i <= b; ++i) v.push_back(i);
+  return v;
+}
+
+std::vector<int64_t> concat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+TEST_CASE("straggler flags a persistent slow rank once, on its own work time") {
+  const StragglerCase cases[] = {
+      {"persistent slow rank, synchronous job", 13, range(10, 30), true, {12}, {10}},
+      {"persistent slow rank, step_ms only", 13, range(10, 30), false, {12}, {10}},
+      {"one GC pause does not alert", 13, {20}, true, {}, {}},
+      {"two slow steps in five do not alert", 13, {20, 23}, true, {}, {}},
+      {"three slow steps in five alert", 13, {20, 22, 24}, true, {24}, {20}},
+      {"recovered rank re-arms and alerts again", 5, concat(range(10, 14), range(31, 40)), true, {12, 33}, {10, 31}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto def = make_operator("straggler", "persist_k: 3");
+    auto link = make_operator("rank_join");
+    auto work = [&](int32_t r, int64_t s) {
+      double base = 1900 + 7 * ((r * 31 + s * 17) % 11);  // small deterministic spread
+      bool slow = r == c.slow_rank && std::find(c.slow_steps.begin(), c.slow_steps.end(), s) != c.slow_steps.end();
+      return slow ? base * 2 : base;
+    };
+    OperatorRun joined;
+    run_operator(*link, sync_steps("r1", 32, 50, work, c.with_comm), &joined);
+    OperatorRun run;
+    run_operator(*def, joined.out, &run);
+    auto alerts = run.alerts("straggler");
+    REQUIRE(alerts.size() == c.expect_alert_steps.size());
+    for (size_t i = 0; i < alerts.size(); ++i) {
+      CHECK(*alerts[i].step == c.expect_alert_steps[i]);
+      CHECK(*alerts[i].rank == c.slow_rank);
+      CHECK(alerts[i].node.str() == "node-" + std::to_string(c.slow_rank / 8));
+      CHECK(*alerts[i].gpu == c.slow_rank % 8);
+      CHECK(*alerts[i].value == doctest::Approx(2.0).epsilon(0.05));
+      CHECK(*alerts[i].threshold == 1.5);
+      bool onset_ok = false;
+      for (const auto& [k, v] : alerts[i].attrs) onset_ok |= k == "onset_step" && v == c.expect_onsets[i];
+      CHECK(onset_ok);
+      CHECK(alerts[i].summary.find("STRAGGLER DETECTED") == 0);
+    }
+  }
+}
+
+TEST_CASE("straggler scores work time, not the wall time that equalizes at the collective") {
+  // Every rank's wall step_ms is identical; only comm_ms tells who the others wait for.
+  auto def = make_operator("straggler");
+  std::vector<Record> rows{run_start("r1", 8)};
+  int64_t t = kT0;
+  for (int64_t s = 1; s <= 10; ++s) {
+    t += 4 * kSec;
+    for (int32_t r = 0; r < 8; ++r) {
+      double work = r == 6 ? 3800 : 1900;
+      rows.push_back(step("r1", r, s, 4000, t + r, 4000 - work - 50, 50));
+    }
+  }
+  auto join = make_operator("rank_join");
+  OperatorRun joined, run;
+  run_operator(*join, rows, &joined);
+  run_operator(*def, joined.out, &run);
+  auto alerts = run.alerts();
+  REQUIRE(alerts.size() == 1);
+  CHECK(*alerts[0].rank == 6);
+}
+
+TEST_CASE("straggler_work_ms subtracts what is known and never goes negative") {
+  Step s;
+  s.step_ms = 1000;
+  CHECK(ops::straggler_work_ms(s) == 1000);
+  s.comm_ms = 300;
+  s.set_present(Step::F::comm_ms);
+  CHECK(ops::straggler_work_ms(s) == 700);
+  s.data_wait_ms = 200;
+  s.set_present(Step::F::data_wait_ms);
+  CHECK(ops::straggler_work_ms(s) == 500);
+  s.comm_ms = 5000;
+  CHECK(ops::straggler_work_ms(s) == 0);
+}
+
+TEST_CASE("straggler rejects inconsistent parameters at build time") {
+  CHECK_THROWS_AS(make_operator("straggler", "persist_k: 6"), runtime::ConfigError);  // > persist_n 5
+  CHECK_THROWS_AS(make_operator("straggler", "ratio_threshold: 0.5"), runtime::ConfigError);
+  CHECK_THROWS_AS(make_operator("straggler", "ratio_treshold: 2"), runtime::ConfigError);
+}

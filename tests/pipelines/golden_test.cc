@@ -1,0 +1,112 @@
+// Whole-pipeline golden tests: tests/golden/<case>/input.jsonl through the
+// default pipeline must give expected_alerts.jsonl byte for byte (and the
+// expected dead letters). RUNLENS_UPDATE_GOLDEN=1 rewrites the expectations.
+#include <cstdlib>
+#include <filesystem>
+
+#include "connectors/jsonl_codec.h"
+#include "tests/pipelines/replay_run.h"
+
+using namespace runlens;
+using namespace runlens::testing;
+
+namespace {
+
+const std::string kGolden = std::string(RUNLENS_SOURCE_DIR) + "/tests/golden/";
+
+void check_case(const std::string& name) {
+  CAPTURE(name);
+  std::string dir = kGolden + name;
+  auto result = replay({dir + "/input.jsonl"});
+  std::string dead;
+  for (const auto& l : result.dead_letters) dead += l + "\n";
+  if (std::getenv("RUNLENS_UPDATE_GOLDEN")) {
+    std::ofstream(dir + "/expected_alerts.jsonl", std::ios::binary) << result.alerts;
+    if (!dead.empty()) std::ofstream(dir + "/expected_dead_letters.jsonl", std::ios::binary) << dead;
+    MESSAGE("updated " << dir);
+    return;
+  }
+  REQUIRE(std::filesystem::exists(dir + "/expected_alerts.jsonl"));
+  CHECK(result.alerts == read_file(dir + "/expected_alerts.jsonl"));
+  std::string expected_dead =
+      std::filesystem::exists(dir + "/expected_dead_letters.jsonl") ? read_file(dir + "/expected_dead_letters.jsonl") : "";
+  CHECK(dead == expected_dead);
+}
+
+std::vector<Alert> parse_alerts(const std::string& text) {
+  std::vector<Alert> out;
+  for (const auto& line : lines_of(text)) {
+    Alert a;
+    std::string why;
+    REQUIRE_MESSAGE(jsonl::decode_alert(line, &a, &why), why);
+    out.push_back(a);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("golden: every case matches its expected alerts") {
+  for (const char* name : {"straggler", "nan_loss", "rank_missing", "healthy", "bad_input"}) check_case(name);
+}
+
+// The golden files pin exact bytes; these pin what the bytes must mean, so a
+// careless regeneration cannot bless a wrong answer.
+TEST_CASE("golden: the expected alerts say what the scenario injected") {
+  auto straggler = parse_alerts(read_file(kGolden + "straggler/expected_alerts.jsonl"));
+  REQUIRE(straggler.size() == 1);
+  CHECK(straggler[0].kind == "straggler");
+  CHECK(*straggler[0].rank == 5);
+  CHECK(straggler[0].node.str() == "gpu-node-1");
+  CHECK(*straggler[0].gpu == 1);
+  CHECK(*straggler[0].step == 32);
+
+  auto nan = parse_alerts(read_file(kGolden + "nan_loss/expected_alerts.jsonl"));
+  REQUIRE(nan.size() == 1);
+  CHECK(nan[0].kind == "nan_loss");
+  CHECK(*nan[0].step == 40);
+  CHECK(nan[0].severity == Severity::kCritical);
+
+  auto missing = parse_alerts(read_file(kGolden + "rank_missing/expected_alerts.jsonl"));
+  REQUIRE(missing.size() == 1);
+  CHECK(missing[0].kind == "rank_missing");
+  CHECK(*missing[0].rank == 9);
+  CHECK(missing[0].node.str() == "gpu-node-2");
+  CHECK(*missing[0].step == 50);
+
+  CHECK(read_file(kGolden + "healthy/expected_alerts.jsonl").empty());
+
+  // Bad lines cost nothing else: the NaN alert of the underlying run is still raised.
+  auto bad = parse_alerts(read_file(kGolden + "bad_input/expected_alerts.jsonl"));
+  REQUIRE(bad.size() == 1);
+  CHECK(bad[0].kind == "nan_loss");
+  CHECK(*bad[0].step == 40);
+}
+
+TEST_CASE("golden: every class of bad input is dead-lettered with its line and reason") {
+  auto result = replay({kGolden + "bad_input/input.jsonl"});
+  struct Expect {
+    const char* line;
+    const char* reason;
+  };
+  const Expect expected[] = {
+      {":101\"", "malformed JSON"},                                // truncated line
+      {":202\"", "field 'rank': expected an integer, got string"},  // wrong type
+      {":303\"", "missing required field 'rank'"},                  // missing required field
+      {":404\"", "unknown type 'teleport'"},                        // unknown type
+      {":505\"", "malformed JSON"},                                 // not JSON
+      {":606\"", "late: event time 1000"},                          // far behind the watermark
+      {":707\"", "field 'time_ns': expected an integer, got string"},
+      {":808\"", "expected a JSON object, got array"},
+      {":909\"", "malformed JSON"},
+  };
+  REQUIRE(result.dead_letters.size() == std::size(expected));
+  for (const auto& e : expected) {
+    CAPTURE(e.line);
+    auto it = std::find_if(result.dead_letters.begin(), result.dead_letters.end(),
+                           [&](const std::string& l) { return l.find(e.line) != std::string::npos; });
+    REQUIRE(it != result.dead_letters.end());
+    CHECK(it->find(e.reason) != std::string::npos);
+  }
+  CHECK(result.summary.dead_letters == std::size(expected));
+}

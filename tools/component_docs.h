@@ -1,0 +1,10 @@
+// Documentation of the built-in components, generated from the registry:
+// `runlens operators` (text) and docs/operators.md (markdown).
+#pragma once
+
+#include <string>
+
+namespace runlens {
+std::string operators_markdown();
+std::string operators_text();
+}  // namespace runlens
