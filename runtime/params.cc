@@ -136,8 +136,8 @@ std::optional<ParamValue> parse_param_scalar(const ParamSpec& spec, const std::s
   return std::nullopt;
 }
 
-void Params::set(const std::string& name, ParamValue v, SourceLocation where) {
-  values_[name] = Entry{std::move(v), std::move(where)};
+void Params::set(const std::string& name, ParamValue v, SourceLocation where, ParamType type) {
+  values_[name] = Entry{std::move(v), std::move(where), type};
 }
 
 const ParamValue& Params::at(const std::string& name) const {

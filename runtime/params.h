@@ -40,7 +40,7 @@ std::optional<ParamValue> parse_param_scalar(const ParamSpec& spec, const std::s
 
 class Params {
  public:
-  void set(const std::string& name, ParamValue v, SourceLocation where);
+  void set(const std::string& name, ParamValue v, SourceLocation where, ParamType type = ParamType::kString);
 
   int64_t get_int(const std::string& name) const;
   double get_double(const std::string& name) const;
@@ -58,6 +58,7 @@ class Params {
   struct Entry {
     ParamValue value;
     SourceLocation where;
+    ParamType type;
   };
   std::map<std::string, Entry> values_;
 };

@@ -220,7 +220,7 @@ class Parser {
       error(value.Mark(), p, "invalid value for '" + spec.name + "': " + why);
       return;
     }
-    out->set(spec.name, *v, loc(value.Mark()));
+    out->set(spec.name, *v, loc(value.Mark()), spec.type);
   }
 
   void parse_settings(const YAML::Node& n, PipelineSettings* s) {
@@ -336,7 +336,7 @@ class Parser {
     }
     if (role != Role::kSource && !body["inputs"]) error(key.Mark(), path, "missing 'inputs' (the components it reads)");
     for (const auto& p : c.info->params) {
-      if (c.params.has(p.name)) continue;
+      if (c.params.has(p.name) || seen.count(p.name)) continue;  // given (an error in it is reported already)
       if (!p.default_value) {
         error(key.Mark(), path, "missing required parameter '" + p.name + "' (" +
                                     std::string(param_type_name(p.type)) + ": " + p.doc + ")");

@@ -1,0 +1,160 @@
+// The command line as users and their scripts meet it: exit codes, messages
+// with file:line:col, and the files each command writes.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "tools/component_docs.h"
+
+namespace {
+
+const std::string kBin = RUNLENS_BINARY;
+const std::string kSrc = RUNLENS_SOURCE_DIR;
+
+struct Result {
+  int code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Result sh(const std::string& args) {
+  std::string cmd = kBin + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string tmpdir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("runlens-cli-" + std::to_string(getpid()) + "-" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+std::string write(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("docs/operators.md is generated from the registry and current") {
+  CHECK_MESSAGE(read(kSrc + "/docs/operators.md") == runlens::operators_markdown(),
+                "regenerate with: build/runlens operators --markdown > docs/operators.md");
+}
+
+TEST_CASE("validate accepts the shipped pipelines") {
+  auto r = sh("validate " + kSrc + "/pipelines/training-health.yaml");
+  CHECK(r.code == 0);
+  CHECK(r.output.find(": ok") != std::string::npos);
+}
+
+TEST_CASE("validate reports each problem at file:line:col and exits 2") {
+  std::string dir = tmpdir("validate");
+  std::string path = write(dir, "bad.yaml",
+                           "sources:\n"
+                           "  telemetry: {type: zmq, bind: \"tcp://127.0.0.1:5555\"}\n"
+                           "operators:\n"
+                           "  stragglers:\n"
+                           "    type: straggler\n"
+                           "    inputs: [join]\n"
+                           "    ratio_treshold: 2\n");
+  auto r = sh("validate " + path);
+  CHECK(r.code == 2);
+  CHECK(r.output.find(path + ":6:14: error: unknown input 'join'") != std::string::npos);
+  CHECK(r.output.find(path + ":7:5: error: unknown parameter 'ratio_treshold' for straggler (did you mean "
+                             "'ratio_threshold'?) (in operators.stragglers)") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("an invalid pipeline runs nothing") {
+  std::string dir = tmpdir("invalid");
+  std::string path = write(dir, "bad.yaml", "sources: {s: {type: file, paths: [x]}}\nsinks: {a: {type: jsonl}}\n");
+  auto r = sh("replay " + kSrc + "/tests/golden/nan_loss/input.jsonl --quiet --pipeline " + path + " --out " + dir + "/out");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("missing 'inputs'") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/out/alerts.jsonl"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("replay writes alerts and exits 0; --strict exits 3 when input was dead-lettered") {
+  std::string dir = tmpdir("replay");
+  std::string pub = "--set RUNLENS_PUBLISH=ipc://" + dir + "/pub";
+  auto r = sh("replay " + kSrc + "/tests/golden/straggler/input.jsonl --quiet --threads 2 " + pub + " --out " + dir);
+  CHECK(r.code == 0);
+  CHECK(read(dir + "/alerts.jsonl") == read(kSrc + "/tests/golden/straggler/expected_alerts.jsonl"));
+  CHECK(r.output.find("STRAGGLER DETECTED") != std::string::npos);  // the console sink
+  CHECK_FALSE(std::filesystem::exists(dir + "/dead_letter.jsonl"));
+
+  auto bad = sh("replay " + kSrc + "/tests/golden/bad_input/input.jsonl --strict " + pub + " --out " + dir);
+  CHECK(bad.code == 3);
+  CHECK(bad.output.find("9 dead letters") != std::string::npos);
+  CHECK(std::filesystem::exists(dir + "/dead_letter.jsonl"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("usage errors exit 2") {
+  CHECK(sh("replay x.jsonl --speed sideways").code == 2);
+  CHECK(sh("no-such-command").code == 2);
+  CHECK(sh("synth --out /dev/null --fault meteor:rank=1").code == 2);
+}
+
+TEST_CASE("a missing input file is a clear error, not a crash") {
+  std::string dir = tmpdir("missing");
+  auto r = sh("replay /nonexistent/run.jsonl --quiet --set RUNLENS_PUBLISH=ipc://" + dir + "/pub --out " + dir);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("cannot open /nonexistent/run.jsonl") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("convert: JSONL -> recording -> JSONL is byte-identical") {
+  std::string dir = tmpdir("convert");
+  std::string in = kSrc + "/tests/golden/rank_missing/input.jsonl";
+  REQUIRE(sh("convert " + in + " " + dir + "/run.rlrec").code == 0);
+  REQUIRE(sh("convert " + dir + "/run.rlrec " + dir + "/back.jsonl").code == 0);
+  CHECK(read(dir + "/back.jsonl") == read(in));
+  CHECK(read(dir + "/run.rlrec").substr(0, 8) == "RUNLENSR");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("graph prints DOT with every edge of the default pipeline") {
+  auto r = sh("graph");
+  CHECK(r.code == 0);
+  for (const char* edge : {"\"telemetry\" -> \"join\"", "\"join\" -> \"stragglers\"", "\"telemetry\" -> \"nan\"",
+                           "\"stragglers\" -> \"alerts\""}) {
+    CHECK(r.output.find(edge) != std::string::npos);
+  }
+}
+
+TEST_CASE("synth writes what it says, with the injected straggler detectable") {
+  std::string dir = tmpdir("synth");
+  auto r = sh("synth --ranks 64 --steps 60 --fault straggler:rank=13,from=20 --out " + dir + "/s.rlrec");
+  CHECK(r.code == 0);
+  CHECK(r.output.find("64 ranks, 60 steps") != std::string::npos);
+  auto rep = sh("replay " + dir + "/s.rlrec --quiet --set RUNLENS_PUBLISH=ipc://" + dir + "/pub --out " + dir);
+  CHECK(rep.code == 0);
+  std::string alerts = read(dir + "/alerts.jsonl");
+  CHECK(alerts.find("\"kind\":\"straggler\"") != std::string::npos);
+  CHECK(alerts.find("\"rank\":13,\"node\":\"gpu-node-1\",\"gpu\":5") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
