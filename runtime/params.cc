@@ -182,7 +182,9 @@ std::string Params::describe() const {
             char buf[32];
             std::snprintf(buf, sizeof buf, "%g", v);
             s += buf;
-          } else s += std::to_string(v);
+          } else {
+            s += e.type == ParamType::kDuration ? format_duration(v) : std::to_string(v);
+          }
         },
         e.value);
   }
