@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "schema/record.h"
 #include "tools/engine.h"
 
 namespace runlens {
@@ -59,6 +60,35 @@ std::string operators_text() {
     out += "\n";
   }
   return out;
+}
+
+std::string contract_markdown() {
+  auto type_name = [](FieldType t) -> std::string {
+    switch (t) {
+      case FieldType::kI32: return "int32";
+      case FieldType::kI64: return "int64";
+      case FieldType::kF64: return "number";
+      case FieldType::kBOOL: return "bool";
+      case FieldType::kSYM: return "string";
+      case FieldType::kSTR: return "string";
+      case FieldType::kCONFIG: return "object: string -> number or string";
+      case FieldType::kRANKS: return "list of {rank, node, gpu}";
+      case FieldType::kVALUE: return "number or string";
+    }
+    return "?";
+  };
+  std::string md = "| type | field | JSON type | required | Cap'n Proto field |\n|---|---|---|---|---|\n";
+  for (int k = 0; k < kContractKinds; ++k) {
+    const BodyInfo& b = body_info(static_cast<Kind>(k));
+    md += "| `" + std::string(b.type_name) + "` | `time_ns` | int64 | yes | `Event.timeNs` |\n";
+    for (int i = 0; i < b.field_count; ++i) {
+      const FieldInfo& f = b.fields[i];
+      std::string camel(f.camel);
+      camel[0] = static_cast<char>(std::tolower(camel[0]));
+      md += "| | `" + std::string(f.name) + "` | " + type_name(f.type) + " | " + (f.required ? "yes" : "") + " | `" + camel + "` |\n";
+    }
+  }
+  return md;
 }
 
 }  // namespace runlens

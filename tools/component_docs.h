@@ -7,4 +7,6 @@
 namespace runlens {
 std::string operators_markdown();
 std::string operators_text();
+// The field table of the telemetry contract, from schema/record.h; docs/telemetry.md embeds it.
+std::string contract_markdown();
 }  // namespace runlens

@@ -260,6 +260,8 @@ int main(int argc, char** argv) {
   bool markdown = false;
   auto* operators = app.add_subcommand("operators", "List every component type and its parameters");
   operators->add_flag("--markdown", markdown, "Print docs/operators.md");
+  bool contract = false;
+  operators->add_flag("--contract", contract, "Print the telemetry contract's field table (docs/telemetry.md)");
 
   // convert
   std::string conv_in, conv_out;
@@ -376,7 +378,8 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (*operators) {
-      std::printf("%s", markdown ? operators_markdown().c_str() : operators_text().c_str());
+      std::printf("%s", contract ? contract_markdown().c_str()
+                                 : markdown ? operators_markdown().c_str() : operators_text().c_str());
       return kExitOk;
     }
     if (*conv) return convert(conv_in, conv_out);

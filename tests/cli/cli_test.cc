@@ -158,3 +158,8 @@ TEST_CASE("synth writes what it says, with the injected straggler detectable") {
   CHECK(alerts.find("\"rank\":13,\"node\":\"gpu-node-1\",\"gpu\":5") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("docs/telemetry.md holds the contract's field table as generated from schema/record.h") {
+  CHECK_MESSAGE(read(kSrc + "/docs/telemetry.md").find(runlens::contract_markdown()) != std::string::npos,
+                "regenerate the table with: build/runlens operators --contract");
+}

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Replay throughput and memory of runlens on a synthetic 1024-rank fleet.
+
+Synthesizes Cap'n Proto recordings with `runlens synth` (cached in --dir), then
+replays each through the default pipeline, alternating configurations run by
+run so that machine noise hits them alike, and prints medians:
+
+  /usr/bin/python3 bench/replay_bench.py                       # throughput, 1 and 2 threads
+  /usr/bin/python3 bench/replay_bench.py --memory-steps 1000 2000 4000   # peak RSS vs run length
+
+Events/s counts every event read from the recording (wall time of the whole
+`runlens replay` process, start-up and exit included).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+
+def synth(binary, path, ranks, steps):
+    if os.path.exists(path):
+        return
+    subprocess.run([binary, "synth", "--ranks", str(ranks), "--steps", str(steps), "--gpu-every", "10",
+                    "--fault", "straggler:rank=713,from=%d" % (steps // 2), "--out", path],
+                   check=True, stderr=subprocess.DEVNULL)
+
+
+def count_events(binary, path):
+    # `convert` reports the number of events it read.
+    out = subprocess.run([binary, "convert", path, "-"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    for word in out.stderr.split():
+        if word.isdigit():
+            return int(word)
+    raise RuntimeError("cannot count events: " + out.stderr)
+
+
+def replay_once(binary, path, threads, outdir):
+    args = [binary, "replay", path, "--quiet", "--threads", str(threads), "--out", outdir,
+            "--set", "RUNLENS_PUBLISH=ipc://" + outdir + "/pub"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if status != 0:
+        raise RuntimeError("replay failed: " + " ".join(args))
+    return elapsed, usage.ru_maxrss  # KiB on Linux
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build/runlens")
+    ap.add_argument("--dir", default="/tmp/runlens-bench")
+    ap.add_argument("--ranks", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--memory-steps", type=int, nargs="*", default=[])
+    a = ap.parse_args()
+    os.makedirs(a.dir, exist_ok=True)
+    outdir = os.path.join(a.dir, "out")
+    os.makedirs(outdir, exist_ok=True)
+
+    if a.memory_steps:
+        print("peak RSS vs run length (%d ranks, %d threads, median of %d)" % (a.ranks, max(a.threads), a.repeat))
+        paths = {}
+        for steps in a.memory_steps:
+            paths[steps] = os.path.join(a.dir, "fleet-%dx%d.rlrec" % (a.ranks, steps))
+            synth(a.bin, paths[steps], a.ranks, steps)
+        rss = {s: [] for s in a.memory_steps}
+        for _ in range(a.repeat):
+            for steps in a.memory_steps:
+                rss[steps].append(replay_once(a.bin, paths[steps], max(a.threads), outdir)[1])
+        for steps in a.memory_steps:
+            size = os.path.getsize(paths[steps]) / 2**20
+            print("  steps %6d  recording %7.0f MiB  peak RSS %6.0f MiB" % (steps, size, statistics.median(rss[steps]) / 1024))
+        return
+
+    path = os.path.join(a.dir, "fleet-%dx%d.rlrec" % (a.ranks, a.steps))
+    synth(a.bin, path, a.ranks, a.steps)
+    events = count_events(a.bin, path)
+    print("recording: %s, %d events, %.0f MiB" % (path, events, os.path.getsize(path) / 2**20))
+    runs = {t: [] for t in a.threads}
+    for _ in range(a.repeat):
+        for t in a.threads:
+            runs[t].append(replay_once(a.bin, path, t, outdir))
+    base = None
+    for t in a.threads:
+        secs = statistics.median(r[0] for r in runs[t])
+        rss = statistics.median(r[1] for r in runs[t]) / 1024
+        rate = events / secs
+        base = base or rate
+        print("  threads %d: median %.3f s  %.2f M events/s  (x%.2f)  peak RSS %.0f MiB" % (t, secs, rate / 1e6, rate / base, rss))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
