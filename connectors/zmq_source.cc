@@ -1,6 +1,7 @@
 #include <zmq.hpp>
 
 #include <atomic>
+#include <chrono>
 
 #include "connectors/capnp_codec.h"
 #include "connectors/sources.h"
@@ -66,6 +67,7 @@ class ZmqSource final : public runtime::SourceDef<Record> {
           continue;
         }
         for (const auto& i : issues) dead(out, where + " event " + std::to_string(i.index), i.reason);
+        drop_future(out, rows, where);
         out.push(rows, [&](size_t i) { return where; });
       }
     }
@@ -85,6 +87,28 @@ class ZmqSource final : public runtime::SourceDef<Record> {
     d.reason = why;
     out.dead_letters().write(d);
     out.counters().add(out.counters().dead_lettered, 1);
+  }
+
+  // One event stamped far in the future (a bad clock) would move the
+  // watermark past everything else and make it all late. Live event times are
+  // wall-clock times, so reject those beyond max_future of this host's clock.
+  void drop_future(runtime::SourceOutput<Record>& out, std::vector<Record>& rows, const std::string& where) {
+    int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+    size_t kept = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].time_ns > now + o_.max_future_ns) {
+        dead(out, where, "event time " + std::to_string(rows[i].time_ns) + " is " +
+                             std::to_string((rows[i].time_ns - now) / 1'000'000'000) +
+                             " s ahead of this host's clock (max_future " +
+                             std::to_string(o_.max_future_ns / 1'000'000'000) + " s)");
+        continue;
+      }
+      if (kept != i) rows[kept] = std::move(rows[i]);
+      ++kept;
+    }
+    rows.resize(kept);
   }
 
   ZmqSourceOptions o_;
@@ -111,6 +135,7 @@ void RegisterZmqSource(ops::Registry& registry) {
       {"topic", runtime::ParamType::kString, "", "With socket: sub, the topic prefix to subscribe to.", {}, {}, {}},
       {"max_frame_bytes", runtime::ParamType::kInt, "67108864", "Largest frame accepted; larger ones are dead-lettered.", {}, 64, std::nullopt},
       {"rcvhwm", runtime::ParamType::kInt, "1000", "ZeroMQ receive high-water mark, in messages.", {}, 1, std::nullopt},
+      {"max_future", runtime::ParamType::kDuration, "10m", "Events stamped further ahead of this host's clock are dead-lettered (a bad clock would otherwise make everything else late).", {}, 0, std::nullopt},
   };
   info.emits = ops::kAllContractKinds;
   registry.add_source(std::move(info), [](const runtime::BuildContext& ctx) {
@@ -122,6 +147,7 @@ void RegisterZmqSource(ops::Registry& registry) {
     o.topic = ctx.params->get_string("topic");
     o.max_frame_bytes = ctx.params->get_int("max_frame_bytes");
     o.rcvhwm = ctx.params->get_int("rcvhwm");
+    o.max_future_ns = ctx.params->get_duration_ns("max_future");
     return MakeZmqSource(std::move(o));
   });
 }
