@@ -221,6 +221,32 @@ void encode_body(json::Writer& w, const std::shared_ptr<const StepRecord>& b) {
   w.end_array();
   w.key("timed_out").boolean(b->timed_out);
 }
+void encode_body(json::Writer& w, const std::shared_ptr<const StepStats>& b) {
+  w.key("run_id").str(b->run_id.str());
+  w.key("step").integer(b->step);
+  w.key("world_size").integer(b->world_size);
+  w.key("reported").integer(b->reported);
+  w.key("step_ms").num(b->step_ms);
+  w.key("work_min_ms").num(b->work_min);
+  w.key("work_p50_ms").num(b->work_p50);
+  w.key("work_p95_ms").num(b->work_p95);
+  w.key("work_p99_ms").num(b->work_p99);
+  w.key("work_max_ms").num(b->work_max);
+  w.key("slowest_rank").integer(b->slowest_rank);
+  w.key("straggler_ratio").num(b->straggler_ratio);
+  if (b->tokens) w.key("tokens").integer(b->tokens);
+  auto opt = [&](const char* k, const std::optional<double>& v) {
+    if (v) w.key(k).num(*v);
+  };
+  opt("tokens_per_s", b->tokens_per_s);
+  opt("mfu", b->mfu);
+  opt("data_wait_ratio", b->data_wait_ratio);
+  opt("communication_ratio", b->communication_ratio);
+  opt("loss", b->loss);
+  opt("val_loss", b->val_loss);
+  opt("lr", b->lr);
+  opt("grad_norm", b->grad_norm);
+}
 void encode_body(json::Writer&, const std::shared_ptr<const Alert>&) {}
 
 }  // namespace

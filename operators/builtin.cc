@@ -1,6 +1,7 @@
 #include "operators/nan_detect.h"
 #include "operators/operator.h"
 #include "operators/rank_join.h"
+#include "operators/step_stats.h"
 #include "operators/straggler.h"
 
 namespace runlens::ops {
@@ -14,6 +15,7 @@ std::vector<std::string> kind_names() {
 void RegisterBuiltinOperators(Registry& registry) {
   RegisterRankJoin(registry);
   RegisterStraggler(registry);
+  RegisterStepStats(registry);
   RegisterNanDetect(registry);
 }
 

@@ -52,8 +52,9 @@ const BodyInfo kBodies[kContractKinds] = {
 };
 #undef RUNLENS_BODYINFO_
 
-constexpr std::string_view kKindNames[] = {"run_start", "step",       "train", "gpu",   "node",        "collective",
-                                           "data",      "checkpoint", "event", "run_end", "step_record", "alert"};
+constexpr std::string_view kKindNames[] = {"run_start", "step",    "train",       "gpu",        "node",
+                                           "collective", "data",   "checkpoint",  "event",      "run_end",
+                                           "step_record", "step_stats", "alert"};
 static_assert(std::size(kKindNames) == static_cast<size_t>(Kind::kCount));
 
 // --- content hashing ---------------------------------------------------------
@@ -110,6 +111,10 @@ uint64_t body_hash(uint64_t h, const std::shared_ptr<const StepRecord>& b) {
   for (int32_t m : b->missing) h = hash_of(h, m);
   return h;
 }
+uint64_t body_hash(uint64_t h, const std::shared_ptr<const StepStats>& b) {
+  h = hash_of(hash_of(h, b->run_id), b->step);
+  return hash_of(hash_of(h, b->work_max), b->step_ms);
+}
 uint64_t body_hash(uint64_t h, const std::shared_ptr<const Alert>& b) {
   return hash_of(hash_of(h, b->alert_id), b->summary);
 }
@@ -157,7 +162,8 @@ Locator locate(const Record& r) {
           l.run = b.run_id;
         } else if constexpr (std::is_same_v<B, std::shared_ptr<const RunStart>>) {
           l.run = b->run_id;
-        } else if constexpr (std::is_same_v<B, std::shared_ptr<const StepRecord>>) {
+        } else if constexpr (std::is_same_v<B, std::shared_ptr<const StepRecord>> ||
+                             std::is_same_v<B, std::shared_ptr<const StepStats>>) {
           l.run = b->run_id, l.step = b->step;
         } else if constexpr (std::is_same_v<B, std::shared_ptr<const Alert>>) {
           l.run = b->run_id, l.node = b->node;
@@ -206,6 +212,7 @@ Priority Record::priority() const {
       return Priority::kP0;
     case Kind::kStep:
     case Kind::kStepRecord:
+    case Kind::kStepStats:
       return Priority::kP1;
     case Kind::kTrain: {
       const Train& t = as<Train>();
@@ -246,6 +253,7 @@ Symbol Record::run_id() const {
           return Symbol();
         } else if constexpr (std::is_same_v<B, std::shared_ptr<const RunStart>> ||
                              std::is_same_v<B, std::shared_ptr<const StepRecord>> ||
+                             std::is_same_v<B, std::shared_ptr<const StepStats>> ||
                              std::is_same_v<B, std::shared_ptr<const Alert>>) {
           return b->run_id;
         } else {

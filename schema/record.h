@@ -217,6 +217,7 @@ RUNLENS_DEFINE_BODY(Occurrence, RUNLENS_OCCURRENCE_FIELDS)
 RUNLENS_DEFINE_BODY(RunEnd, RUNLENS_RUN_END_FIELDS)
 
 struct StepRecord;
+struct StepStats;
 struct Alert;
 
 // Kinds of rows that travel through a pipeline: the ten contract types, then
@@ -233,6 +234,7 @@ enum class Kind : uint8_t {
   kEvent,
   kRunEnd,
   kStepRecord,  // one step of one run joined across ranks (rank_join)
+  kStepStats,   // per-step aggregates of a run (step_stats)
   kAlert,       // an alert or diagnosis (alert contract v1)
   kCount
 };
@@ -251,7 +253,7 @@ struct Record {
   Symbol tenant;  // empty means "default"
   std::variant<std::shared_ptr<const RunStart>, Step, Train, Gpu, NodeSample, Collective, DataSample,
                Checkpoint, Occurrence, RunEnd, std::shared_ptr<const StepRecord>,
-               std::shared_ptr<const Alert>>
+               std::shared_ptr<const StepStats>, std::shared_ptr<const Alert>>
       body;
 
   Kind kind() const { return static_cast<Kind>(body.index()); }
@@ -261,7 +263,8 @@ struct Record {
   const T* get_if() const { return std::get_if<T>(&body); }
   const RunStart& run_start() const { return *std::get<0>(body); }
   const StepRecord& step_record() const { return *std::get<10>(body); }
-  const Alert& alert() const { return *std::get<11>(body); }
+  const StepStats& step_stats() const { return *std::get<11>(body); }
+  const Alert& alert() const { return *std::get<12>(body); }
 
   Priority priority() const;
   // The run this record belongs to, or empty (gpu/node samples carry none).

@@ -1,0 +1,229 @@
+#include "operators/step_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "operators/straggler.h"
+
+namespace runlens::ops {
+
+namespace {
+// Nearest-rank quantile of sorted values.
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  size_t idx = static_cast<size_t>(std::ceil(q * static_cast<double>(sorted.size()))) ;
+  idx = std::clamp<size_t>(idx, 1, sorted.size()) - 1;
+  return sorted[idx];
+}
+}  // namespace
+
+StepStats compute_step_stats(const StepRecord& rec) {
+  StepStats st;
+  st.run_id = rec.run_id;
+  st.step = rec.step;
+  st.world_size = rec.world_size;
+  st.run = rec.run;
+  std::vector<double> work;
+  work.reserve(rec.ranks.size());
+  double data_sum = 0, comm_sum = 0;
+  int data_n = 0, comm_n = 0;
+  bool tokens_known = false;
+  for (const Step& s : rec.ranks) {
+    if (!std::isfinite(s.step_ms)) continue;
+    double w = straggler_work_ms(s);
+    work.push_back(w);
+    if (w > st.work_max || st.slowest_rank < 0) st.work_max = w, st.slowest_rank = s.rank;
+    st.step_ms = std::max(st.step_ms, s.step_ms);
+    if (s.step_ms > 0 && s.has(Step::F::data_wait_ms)) data_sum += s.data_wait_ms / s.step_ms, ++data_n;
+    if (s.step_ms > 0 && s.has(Step::F::comm_ms)) comm_sum += s.comm_ms / s.step_ms, ++comm_n;
+    if (s.has(Step::F::tokens)) st.tokens += s.tokens, tokens_known = true;
+  }
+  st.reported = static_cast<int32_t>(work.size());
+  std::sort(work.begin(), work.end());
+  if (!work.empty()) {
+    st.work_min = work.front();
+    st.work_p50 = quantile(work, 0.50);
+    st.work_p95 = quantile(work, 0.95);
+    st.work_p99 = quantile(work, 0.99);
+    st.straggler_ratio = st.work_p50 > 0 ? st.work_max / st.work_p50 : 0;
+  }
+  if (data_n) st.data_wait_ratio = data_sum / data_n;
+  if (comm_n) st.communication_ratio = comm_sum / comm_n;
+  if (tokens_known && st.step_ms > 0) {
+    st.tokens_per_s = static_cast<double>(st.tokens) / (st.step_ms / 1000.0);
+    if (rec.run && rec.run->start.has(RunStart::F::gpu_peak_flops) &&
+        rec.run->start.has(RunStart::F::model_flops_per_token) && rec.run->start.gpu_peak_flops > 0 && st.reported > 0) {
+      st.mfu = *st.tokens_per_s * rec.run->start.model_flops_per_token /
+               (rec.run->start.gpu_peak_flops * static_cast<double>(st.reported));
+    }
+  }
+  return st;
+}
+
+namespace {
+
+struct Pending {
+  std::shared_ptr<StepStats> stats;
+  int64_t deadline = 0;
+};
+
+struct RunState {
+  std::map<int64_t, Pending> waiting;  // step stats waiting for their train event
+  std::map<int64_t, Train> early;      // train events that came before their step record
+};
+
+struct Timer {
+  int64_t deadline;
+  Symbol run;
+  int64_t step;
+};
+struct TimerAfter {
+  bool operator()(const Timer& a, const Timer& b) const {
+    if (a.deadline != b.deadline) return a.deadline > b.deadline;
+    if (int c = Symbol::compare(a.run, b.run)) return c > 0;
+    return a.step > b.step;
+  }
+};
+
+void attach(StepStats& st, const Train& t) {
+  if (t.has(Train::F::loss)) st.loss = t.loss;
+  if (t.has(Train::F::val_loss)) st.val_loss = t.val_loss;
+  if (t.has(Train::F::lr)) st.lr = t.lr;
+  if (t.has(Train::F::grad_norm)) st.grad_norm = t.grad_norm;
+}
+
+class StepStatsOp final : public Operator {
+ public:
+  explicit StepStatsOp(const StepStatsOptions& o) : o_(o) {}
+
+  void process(const Record& r, Emitter& out) override {
+    fire_until(r.time_ns, out);
+    static const Symbol kRestart = Symbol::intern("restart");
+    switch (r.kind()) {
+      case Kind::kStepRecord: on_step(r, out); break;
+      case Kind::kTrain: on_train(r, out); break;
+      case Kind::kRunEnd: {
+        auto it = runs_.find(r.as<RunEnd>().run_id);
+        if (it == runs_.end()) break;
+        for (auto& [step, p] : it->second.waiting) emit(std::move(p.stats), r.time_ns, r.tenant, out);
+        runs_.erase(it);
+        break;
+      }
+      case Kind::kEvent:
+        if (r.as<Occurrence>().kind == kRestart) runs_[r.as<Occurrence>().run_id].early.clear();
+        break;
+      default: break;
+    }
+  }
+  void on_watermark(int64_t wm, Emitter& out) override { fire_until(wm, out); }
+  void finish(Emitter& out) override { fire_until(runtime::kEndOfTime, out); }
+
+ private:
+  void on_step(const Record& r, Emitter& out) {
+    const StepRecord& rec = r.step_record();
+    auto stats = std::make_shared<StepStats>(compute_step_stats(rec));
+    RunState& st = runs_[rec.run_id];
+    if (auto it = st.early.find(rec.step); it != st.early.end()) {
+      attach(*stats, it->second);
+      st.early.erase(it);
+      emit(std::move(stats), r.time_ns, r.tenant, out);
+      return;
+    }
+    int64_t deadline = r.time_ns + o_.train_wait_ns;
+    st.waiting[rec.step] = Pending{std::move(stats), deadline};
+    timers_.push({deadline, rec.run_id, rec.step});
+    while (static_cast<int64_t>(st.waiting.size()) > o_.max_pending) {
+      emit(std::move(st.waiting.begin()->second.stats), r.time_ns, r.tenant, out);
+      st.waiting.erase(st.waiting.begin());
+    }
+  }
+
+  void on_train(const Record& r, Emitter& out) {
+    const Train& t = r.as<Train>();
+    RunState& st = runs_[t.run_id];
+    if (auto it = st.waiting.find(t.step); it != st.waiting.end()) {
+      attach(*it->second.stats, t);
+      emit(std::move(it->second.stats), r.time_ns, r.tenant, out);
+      st.waiting.erase(it);
+      return;
+    }
+    // The lowest rank's report wins when several ranks send train metrics.
+    auto [it, fresh] = st.early.try_emplace(t.step, t);
+    if (!fresh && (t.has(Train::F::rank) ? t.rank : 0) < (it->second.has(Train::F::rank) ? it->second.rank : 0)) it->second = t;
+    while (static_cast<int64_t>(st.early.size()) > o_.max_pending) st.early.erase(st.early.begin());
+  }
+
+  void fire_until(int64_t t, Emitter& out) {
+    while (!timers_.empty() && timers_.top().deadline <= t) {
+      Timer tm = timers_.top();
+      timers_.pop();
+      auto run = runs_.find(tm.run);
+      if (run == runs_.end()) continue;
+      auto it = run->second.waiting.find(tm.step);
+      if (it == run->second.waiting.end() || it->second.deadline != tm.deadline) continue;
+      emit(std::move(it->second.stats), tm.deadline, Symbol(), out);
+      run->second.waiting.erase(it);
+    }
+  }
+
+  static void emit(std::shared_ptr<StepStats> stats, int64_t at, Symbol tenant, Emitter& out) {
+    Record r;
+    r.time_ns = at;
+    r.tenant = tenant;
+    r.body = std::shared_ptr<const StepStats>(std::move(stats));
+    out.emit(std::move(r));
+  }
+
+  StepStatsOptions o_;
+  std::unordered_map<Symbol, RunState> runs_;
+  std::priority_queue<Timer, std::vector<Timer>, TimerAfter> timers_;
+};
+
+class StepStatsDef final : public OperatorDef {
+ public:
+  explicit StepStatsDef(StepStatsOptions o) : o_(o) {}
+  bool partitioned() const override { return true; }
+  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
+  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
+    return std::make_unique<StepStatsOp>(o_);
+  }
+  std::string describe() const override { return "train_wait=" + runtime::format_duration(o_.train_wait_ns); }
+
+ private:
+  StepStatsOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorDef> MakeStepStats(const StepStatsOptions& options) {
+  return std::make_unique<StepStatsDef>(options);
+}
+
+void RegisterStepStats(Registry& registry) {
+  ComponentInfo info;
+  info.type = "step_stats";
+  info.role = Role::kOperator;
+  info.doc =
+      "Per joined step: min/p50/p95/p99/max of the ranks' work time, the slowest rank and straggler_ratio, "
+      "tokens/s, MFU (from run_start's gpu_peak_flops and model_flops_per_token), data_wait_ratio and "
+      "communication_ratio, with the step's loss, LR and grad norm from its train event.";
+  info.params = {
+      {"train_wait", ParamType::kDuration, "10s",
+       "How long (event time) a step's aggregates wait for its train event before they are emitted without it.", {}, 0,
+       std::nullopt},
+      {"max_pending", ParamType::kInt, "4096", "Most steps per run held waiting for a train event.", {}, 1, std::nullopt},
+  };
+  info.accepts = mask(Kind::kStepRecord) | mask(Kind::kTrain) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
+  info.emits = mask(Kind::kStepStats);
+  registry.add_operator(std::move(info), [](const BuildContext& ctx) {
+    StepStatsOptions o;
+    o.train_wait_ns = ctx.params->get_duration_ns("train_wait");
+    o.max_pending = ctx.params->get_int("max_pending");
+    return MakeStepStats(o);
+  });
+}
+
+}  // namespace runlens::ops
