@@ -191,7 +191,9 @@ bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::
   }
   try {
     capnp::ReaderOptions options;
-    options.traversalLimitInWords = 1ull << 30;
+    // Bounded by the message itself: a small message cannot make us walk (or
+    // allocate for) more than a few times its own size.
+    options.traversalLimitInWords = 8 * (size / sizeof(capnp::word)) + 1024;
     options.nestingLimit = 32;
     capnp::FlatArrayMessageReader reader(kj::arrayPtr(words, size / sizeof(capnp::word)), options);
     auto batch = reader.getRoot<wire::Batch>();
@@ -202,6 +204,12 @@ bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::
       return false;
     }
     auto events = batch.getEvents();
+    // Every event is a pointer of at least one word: more events than words is a forged count.
+    if (events.size() > size / sizeof(capnp::word)) {
+      *error = "corrupt Cap'n Proto message: " + std::to_string(events.size()) + " events in " + std::to_string(size) +
+               " bytes";
+      return false;
+    }
     out->reserve(out->size() + events.size());
     for (unsigned i = 0; i < events.size(); ++i) {
       Record r;
@@ -220,6 +228,9 @@ bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::
     }
   } catch (const kj::Exception& e) {
     *error = "corrupt Cap'n Proto message: " + std::string(e.getDescription().cStr());
+    return false;
+  } catch (const std::exception& e) {
+    *error = std::string("corrupt Cap'n Proto message: ") + e.what();
     return false;
   }
   return true;

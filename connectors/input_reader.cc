@@ -244,18 +244,25 @@ class RecordingReader final : public InputReader {
  private:
   std::string at(size_t offset) const { return path_ + "@" + std::to_string(offset); }
 
-  // Dead-letters the bytes from `frame` to the next frame marker (8-aligned,
-  // with a plausible header) and continues there.
+  // Dead-letters the bytes from `frame` to the next frame marker with a
+  // plausible header (at any offset: damage need not keep 8-byte alignment)
+  // and continues there.
   void resync(size_t frame, const std::string& why, runtime::DeadLetterSink& dl, const std::string& component) {
     const char* d = bytes_->data();
     size_t n = bytes_->size();
-    size_t next = frame + 8;
+    size_t next = frame + 1;
     while (next + recording::kFrameHeaderBytes <= n) {
+      const void* hit = std::memchr(d + next, 'R', n - next - recording::kFrameHeaderBytes + 1);
+      if (!hit) {
+        next = n;
+        break;
+      }
+      next = static_cast<size_t>(static_cast<const char*>(hit) - d);
       if (get_u32(d + next) == recording::kFrameMarker) {
         uint32_t len = get_u32(d + next + 4);
         if (len % 8 == 0 && len <= n - next - recording::kFrameHeaderBytes) break;
       }
-      next += 8;
+      ++next;
     }
     if (next + recording::kFrameHeaderBytes > n) next = n;
     ++dead_;

@@ -1,6 +1,7 @@
 #include "connectors/json_reader.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 
@@ -62,7 +63,6 @@ class Parser {
   }
 
   bool value(Value* v, int depth) {
-    if (depth > kMaxDepth) return fail("nesting too deep");
     if (pos_ >= s_.size()) return fail("unexpected end of input");
     char c = s_[pos_];
     switch (c) {
@@ -122,17 +122,22 @@ class Parser {
     const char* b = s_.data() + start;
     const char* e = s_.data() + pos_;
     v->type = Value::Type::kNumber;
+    bool negative = *b == '-';
     if (!frac) {
       auto [p, ec] = std::from_chars(b, e, v->integer);
       if (ec == std::errc() && p == e) {
         v->integral = true;
-        v->number = static_cast<double>(v->integer);
+        // "-0" is an integer 0 but the double -0.0, as the writer writes it.
+        v->number = v->integer == 0 && negative ? -0.0 : static_cast<double>(v->integer);
         return true;
       }
     }
     auto [p, ec] = std::from_chars(b, e, v->number);
     if (ec == std::errc::result_out_of_range) {
-      v->number = (*b == '-') ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      // Out of range is overflow (to +-Infinity) or underflow (to +-0 or a
+      // denormal); strtod, on this rare path, tells which and rounds right.
+      std::string text(b, e);
+      v->number = std::strtod(text.c_str(), nullptr);
       return true;
     }
     if (ec != std::errc() || p != e) return fail("invalid number");
@@ -215,7 +220,9 @@ class Parser {
     }
   }
 
+  // `depth` counts the containers around this one: at most kMaxDepth may nest.
   bool array(Value* v, int depth) {
+    if (depth >= kMaxDepth) return fail("nesting too deep");
     ++pos_;
     v->type = Value::Type::kArray;
     skip_ws();
@@ -236,6 +243,7 @@ class Parser {
   }
 
   bool object(Value* v, int depth) {
+    if (depth >= kMaxDepth) return fail("nesting too deep");
     ++pos_;
     v->type = Value::Type::kObject;
     skip_ws();

@@ -111,12 +111,36 @@ uint64_t body_hash(uint64_t h, const std::shared_ptr<const StepRecord>& b) {
   for (int32_t m : b->missing) h = hash_of(h, m);
   return h;
 }
+uint64_t hash_of(uint64_t h, const std::optional<double>& v) { return v ? hash_of(mix(h, 1), *v) : mix(h, 2); }
+template <class T>
+uint64_t hash_opt(uint64_t h, const std::optional<T>& v) {
+  return v ? hash_of(mix(h, 1), *v) : mix(h, 2);
+}
 uint64_t body_hash(uint64_t h, const std::shared_ptr<const StepStats>& b) {
   h = hash_of(hash_of(h, b->run_id), b->step);
-  return hash_of(hash_of(h, b->work_max), b->step_ms);
+  h = hash_of(hash_of(h, b->world_size), b->reported);
+  for (double v : {b->step_ms, b->work_min, b->work_p50, b->work_p95, b->work_p99, b->work_max, b->straggler_ratio}) {
+    h = hash_of(h, v);
+  }
+  h = hash_of(hash_of(h, b->slowest_rank), b->tokens);
+  for (const auto* v : {&b->tokens_per_s, &b->mfu, &b->data_wait_ratio, &b->communication_ratio, &b->loss, &b->val_loss,
+                        &b->lr, &b->grad_norm}) {
+    h = hash_of(h, *v);
+  }
+  return h;
 }
+// Every field, so that two alerts compare equal in canonical order only when they are equal.
 uint64_t body_hash(uint64_t h, const std::shared_ptr<const Alert>& b) {
-  return hash_of(hash_of(h, b->alert_id), b->summary);
+  const Alert& a = *b;
+  h = hash_of(hash_of(hash_of(h, a.alert_id), a.kind), static_cast<int32_t>(a.severity));
+  h = hash_of(hash_of(hash_of(h, a.time_ns), a.tenant), a.run_id);
+  h = hash_opt(hash_opt(hash_opt(h, a.step), a.rank), a.gpu);
+  h = hash_of(h, a.node);
+  h = hash_opt(hash_opt(h, a.value), a.threshold);
+  for (const std::string* s : {&a.summary, &a.symptom, &a.cause, &a.owner, &a.recommendation}) h = hash_of(h, *s);
+  for (const auto& e : a.evidence) h = hash_opt(hash_of(hash_of(h, e.kind), e.detail), e.step);
+  for (const auto& [k, v] : a.attrs) h = hash_of(hash_of(h, k), v);
+  return h;
 }
 
 // --- canonical order -----------------------------------------------------------
