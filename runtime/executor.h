@@ -23,6 +23,7 @@
 #pragma once
 
 #include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
@@ -99,7 +100,13 @@ class Executor {
   // has been processed and flushed. Rethrows the first operator failure.
   void run() {
     prepare();
-    arena_ = std::make_unique<tbb::task_arena>(opts_.threads);
+    // `threads` worker slots plus one for the thread that waits on the graph;
+    // and let TBB start that many workers even above its default cap.
+    parallelism_ = std::make_unique<tbb::global_control>(
+        tbb::global_control::max_allowed_parallelism,
+        std::max<size_t>(static_cast<size_t>(opts_.threads) + 1, tbb::global_control::active_value(
+                                                                      tbb::global_control::max_allowed_parallelism)));
+    arena_ = std::make_unique<tbb::task_arena>(opts_.threads + 1, 1);
     arena_->execute([&] {
       graph_ = std::make_unique<tbb::flow::graph>();
       for (auto& n : nodes_) {
@@ -317,10 +324,15 @@ class Executor {
   }
 
   void fail(std::exception_ptr e) {
-    std::lock_guard lock(fail_mu_);
-    if (!failure_) failure_ = e;
-    failed_.store(true);
-    stopping_.store(true);
+    {
+      std::lock_guard lock(fail_mu_);
+      if (!failure_) failure_ = e;
+      failed_.store(true);
+      stopping_.store(true);
+    }
+    for (auto& n : nodes_) {
+      if (n->source) n->source->interrupt();  // a source blocked in a read must notice
+    }
   }
 
   // --- routing -----------------------------------------------------------------
@@ -498,6 +510,9 @@ class Executor {
         fail(std::current_exception());
         std::lock_guard lock(p->inbox.mu);
         p->inbox.q.clear();
+        p->node->counters.queue_rows.fetch_sub(static_cast<uint64_t>(p->inbox.rows), std::memory_order_relaxed);
+        p->inbox.rows = 0;
+        for (auto& r : p->inbox.rows_by_priority) r = 0;
       }
       p->running.store(false, std::memory_order_release);
       std::lock_guard lock(p->inbox.mu);
@@ -532,7 +547,8 @@ class Executor {
     p->ready.clear();
     p->keep.clear();
     for (auto& r : p->pending) {
-      if (RowTraits<R>::time_ns(r) < wm) p->ready.push_back(std::move(r));
+      // The final watermark releases everything, rows stamped at the end of time too.
+      if (RowTraits<R>::time_ns(r) < wm || wm == kEndOfTime) p->ready.push_back(std::move(r));
       else p->keep.push_back(std::move(r));
     }
     p->pending.swap(p->keep);
@@ -561,6 +577,7 @@ class Executor {
   RowText row_text_;
   std::vector<std::unique_ptr<Node>> nodes_;
   int producers_ = 0;
+  std::unique_ptr<tbb::global_control> parallelism_;
   std::unique_ptr<tbb::task_arena> arena_;
   std::unique_ptr<tbb::flow::graph> graph_;
   std::vector<std::thread> source_threads_;

@@ -62,7 +62,16 @@ std::optional<std::string> substitute_vars(const std::string& text, const VarLoo
       out += c;
       continue;
     }
-    size_t close = text.find('}', i + 2);
+    // The matching '}': a default may itself use ${VAR}, as in
+    // ${RUNLENS_DB:-${RUNLENS_OUT}/runlens.db}.
+    size_t close = std::string::npos;
+    for (size_t j = i + 2, depth = 1; j < text.size(); ++j) {
+      if (text[j] == '$' && j + 1 < text.size() && text[j + 1] == '{') ++depth, ++j;
+      else if (text[j] == '}' && --depth == 0) {
+        close = j;
+        break;
+      }
+    }
     if (close == std::string::npos) {
       *why = "unterminated '${' in '" + text + "'";
       return std::nullopt;
@@ -83,8 +92,11 @@ std::optional<std::string> substitute_vars(const std::string& text, const VarLoo
     }
     auto v = vars(name);
     if (v && !v->empty()) out += *v;
-    else if (fallback) out += *fallback;
-    else if (v) out += *v;
+    else if (fallback) {
+      auto expanded = substitute_vars(*fallback, vars, why);  // only when the default is used
+      if (!expanded) return std::nullopt;
+      out += *expanded;
+    } else if (v) out += *v;
     else {
       *why = "undefined variable '" + name + "' (set it, or write ${" + name + ":-default})";
       return std::nullopt;
@@ -155,15 +167,16 @@ class Parser {
     diags_.push_back(Diagnostic{loc(m), path, msg});
   }
 
-  std::string scalar(const YAML::Node& n, const std::string& path) {
+  std::string scalar(const YAML::Node& n, const std::string& path, YAML::Mark at = YAML::Mark::null_mark()) {
+    if (at.is_null()) at = n.Mark();
     if (!n.IsScalar()) {
-      error(n.Mark(), path, std::string("expected a single value, got a ") + (n.IsSequence() ? "list" : "mapping"));
+      error(at, path, std::string("expected a single value, got a ") + (n.IsSequence() ? "list" : "mapping"));
       return {};
     }
     std::string why;
     auto v = substitute_vars(n.Scalar(), vars_, &why);
     if (!v) {
-      error(n.Mark(), path, why);
+      error(at, path, why);
       return {};
     }
     return *v;
@@ -184,43 +197,45 @@ class Parser {
 
   // Parses `value` against `spec` into `out`.
   void parse_param(const ParamSpec& spec, const YAML::Node& value, const YAML::Mark& key_mark,
-                   const std::string& path, Params* out) {
+                   const std::string& path, Params* out, bool is_default = false) {
     std::string p = path + "." + spec.name;
+    // A default has no place in the file: it is located at its component.
+    YAML::Mark at = is_default || value.Mark().is_null() ? key_mark : value.Mark();
     if (spec.type == ParamType::kStringList) {
       std::vector<std::string> items;
       if (value.IsSequence()) {
         for (const auto& item : value) {
           if (!item.IsScalar()) {
-            error(item.Mark(), p, "expected a list of strings");
+            error(is_default ? at : item.Mark(), p, "expected a list of strings");
             return;
           }
-          items.push_back(scalar(item, p));
+          items.push_back(scalar(item, p, is_default ? at : item.Mark()));
         }
       } else if (value.IsScalar()) {
         items.push_back(scalar(value, p));
       } else {
-        error(value.Mark(), p, "expected a list of strings, got a mapping");
+        error(at, p, "expected a list of strings, got a mapping");
         return;
       }
-      out->set(spec.name, items, loc(value.Mark()));
+      out->set(spec.name, items, loc(at), spec.type);
       return;
     }
     if (!value.IsScalar()) {
-      error(value.Mark(), p,
+      error(at, p,
             "expected " + std::string(param_type_name(spec.type)) + ", got a " +
                 (value.IsSequence() ? "list" : (value.IsMap() ? "mapping" : "null")));
       return;
     }
     size_t before = diags_.size();
-    std::string text = scalar(value, p);
+    std::string text = scalar(value, p, at);
     if (diags_.size() != before) return;
     std::string why;
     auto v = parse_param_scalar(spec, text, &why);
     if (!v) {
-      error(value.Mark(), p, "invalid value for '" + spec.name + "': " + why);
+      error(at, p, "invalid value for '" + spec.name + "': " + why);
       return;
     }
-    out->set(spec.name, *v, loc(value.Mark()), spec.type);
+    out->set(spec.name, *v, loc(at), spec.type);
   }
 
   void parse_settings(const YAML::Node& n, PipelineSettings* s) {
@@ -281,7 +296,9 @@ class Parser {
       error(key.Mark(), path, "missing 'type'");
       return;
     }
+    size_t before_type = diags_.size();
     c.type = scalar(type, path + ".type");
+    if (diags_.size() != before_type) return;  // already reported (e.g. an undefined variable)
     c.info = catalog_.find(c.type);
     if (c.info == nullptr || c.info->role != role) {
       std::vector<std::string> same_role;
@@ -349,7 +366,7 @@ class Parser {
         c.params.set(p.name, std::vector<std::string>{}, c.where);
         continue;
       }
-      parse_param(p, def, key.Mark(), path, &c.params);
+      parse_param(p, def, key.Mark(), path, &c.params, /*is_default=*/true);
     }
     out->push_back(std::move(c));
   }

@@ -1,0 +1,102 @@
+// Per-node counters: snapshots, the queue peak under concurrency, and the
+// table and JSON renderings.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/counters.h"
+
+namespace rt = runlens::runtime;
+
+namespace {
+
+TEST_CASE("a snapshot copies every counter") {
+  rt::NodeCounters c;
+  c.add(c.in, 10);
+  c.add(c.out, 7);
+  c.add(c.late, 2);
+  c.add(c.dead_lettered, 3);
+  for (int p = 0; p < rt::kPriorities; ++p) c.add(c.dropped[static_cast<size_t>(p)], static_cast<uint64_t>(p + 1));
+  c.add(c.queue_rows, 5);
+  c.raise_peak(9);
+  c.queue_capacity.store(16);
+  auto s = rt::snapshot("n", "t", c);
+  CHECK(s.node == "n");
+  CHECK(s.type == "t");
+  CHECK(s.in == 10);
+  CHECK(s.out == 7);
+  CHECK(s.late == 2);
+  CHECK(s.dead_lettered == 3);
+  CHECK(s.dropped == std::array<uint64_t, 4>{1, 2, 3, 4});
+  CHECK(s.dropped_total() == 10);
+  CHECK(s.queue_rows == 5);
+  CHECK(s.queue_peak == 9);
+  CHECK(s.queue_capacity == 16);
+}
+
+TEST_CASE("raise_peak keeps the maximum, also when raised from many threads") {
+  rt::NodeCounters c;
+  c.raise_peak(5);
+  c.raise_peak(3);
+  CHECK(c.queue_peak == 5);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&c, t] {
+      for (uint64_t v = 0; v < 20000; ++v) c.raise_peak(v * 4 + static_cast<uint64_t>(t));
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(c.queue_peak == 19999 * 4 + 3);
+}
+
+TEST_CASE("format_counters prints a header and one row per node") {
+  rt::CounterSnapshot a;
+  a.node = "src";
+  a.type = "toy";
+  a.in = 12;
+  a.out = 11;
+  a.late = 1;
+  a.dead_lettered = 1;
+  rt::CounterSnapshot b;
+  b.node = "op";
+  b.type = "sum";
+  b.in = 11;
+  b.dropped = {0, 1, 2, 3};
+  b.queue_peak = 4;
+  b.queue_capacity = 8;
+  std::string t = rt::format_counters({a, b});
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; (nl = t.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(t.substr(at, nl - at));
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].find("node") == 0);
+  CHECK(lines[0].find("drop.P3") != std::string::npos);
+  CHECK(lines[0].find("queue peak/cap") != std::string::npos);
+  CHECK(lines[1].rfind("src ", 0) == 0);
+  CHECK(lines[1].substr(lines[1].size() - 1) == "-");  // a source has no queue
+  CHECK(lines[2].rfind("op ", 0) == 0);
+  CHECK(lines[2].find(" 4/8") != std::string::npos);
+  CHECK(lines[1].size() == lines[0].size());  // fixed width
+  CHECK(lines[2].size() == lines[0].size());
+}
+
+TEST_CASE("counters_json writes one JSON object per node") {
+  rt::CounterSnapshot a;
+  a.node = "op";
+  a.type = "sum";
+  a.in = 11;
+  a.out = 9;
+  a.dropped = {0, 1, 2, 3};
+  a.late = 4;
+  a.dead_lettered = 5;
+  a.queue_peak = 6;
+  a.queue_capacity = 8;
+  const std::string one =
+      "{\"node\":\"op\",\"type\":\"sum\",\"in\":11,\"out\":9,\"dropped\":{\"P0\":0,\"P1\":1,\"P2\":2,\"P3\":3},"
+      "\"late\":4,\"dead_lettered\":5,\"queue_peak\":6,\"queue_capacity\":8}\n";
+  CHECK(rt::counters_json({a, a}) == one + one);
+  CHECK(rt::counters_json({}).empty());
+}
+
+}  // namespace

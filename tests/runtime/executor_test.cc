@@ -1,0 +1,1463 @@
+// The executor, run with a toy row type and toy operators: the runtime is
+// generic over the row type and must know nothing of training, so nothing
+// here includes schema/ or operators/.
+//
+// What is checked: every row is processed exactly once, in canonical order per
+// key, with the same outputs whatever the thread count, partition count, batch
+// size or arrival order within lateness; late rows are dead-lettered and
+// counted; end of input flushes; the watermark is the minimum over producers;
+// `block` and `shed` overflow; failures, the emit-floor check, broadcast,
+// fan-out, stop() and the idle watermark.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <ostream>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include "runtime/executor.h"
+
+namespace rt = runlens::runtime;
+using namespace std::chrono_literals;
+
+namespace {
+
+// --- the toy row -----------------------------------------------------------------
+constexpr unsigned kData = 0;     // keyed input rows
+constexpr unsigned kControl = 1;  // rows every partition must see (broadcast)
+constexpr unsigned kOut = 2;      // what toy operators emit
+
+constexpr uint32_t mask(unsigned kind) { return 1u << kind; }
+
+struct Row {
+  int64_t time_ns = 0;
+  uint64_t key = 0;
+  unsigned kind = kData;
+  int priority = 0;
+  int64_t value = 0;   // input rows: a unique id; outputs: what the operator computed
+  int64_t weight = 1;  // queue units
+  bool operator==(const Row&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Row& r) {
+  return os << "Row{t=" << r.time_ns << " key=" << r.key << " kind=" << r.kind << " p=" << r.priority
+            << " v=" << r.value << "}";
+}
+
+}  // namespace
+
+namespace runlens::runtime {
+template <>
+struct RowTraits<::Row> {
+  static int64_t time_ns(const ::Row& r) { return r.time_ns; }
+  static unsigned kind(const ::Row& r) { return r.kind; }
+  static int priority(const ::Row& r) { return r.priority; }
+  static int compare(const ::Row& a, const ::Row& b) {
+    auto ta = std::tie(a.time_ns, a.key, a.kind, a.value, a.priority, a.weight);
+    auto tb = std::tie(b.time_ns, b.key, b.kind, b.value, b.priority, b.weight);
+    return ta < tb ? -1 : (tb < ta ? 1 : 0);
+  }
+  static int64_t weight(const ::Row& r) { return r.weight; }
+};
+}  // namespace runlens::runtime
+
+namespace {
+
+using Traits = rt::RowTraits<Row>;
+bool canonical_less(const Row& a, const Row& b) { return Traits::compare(a, b) < 0; }
+
+// --- shared, thread-safe observations ----------------------------------------------
+template <class T>
+class Log {
+ public:
+  void add(T v) {
+    std::lock_guard lock(mu_);
+    items_.push_back(std::move(v));
+  }
+  std::vector<T> items() const {
+    std::lock_guard lock(mu_);
+    return items_;
+  }
+  size_t size() const {
+    std::lock_guard lock(mu_);
+    return items_.size();
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<T> items_;
+};
+
+class DeadLetters final : public rt::DeadLetterSink {
+ public:
+  void write(const rt::DeadLetter& d) override { log.add(d); }
+  Log<rt::DeadLetter> log;
+};
+
+// A one-shot signal with a bounded wait, so that a broken runtime fails a test
+// instead of hanging it.
+class Signal {
+ public:
+  void set() {
+    std::lock_guard lock(mu_);
+    set_ = true;
+    cv_.notify_all();
+  }
+  bool wait(std::chrono::milliseconds limit = 10s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, limit, [&] { return set_; });
+  }
+  bool is_set() {
+    std::lock_guard lock(mu_);
+    return set_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool set_ = false;
+};
+
+// Polls `cond` until it holds or `limit` passes.
+template <class F>
+bool eventually(F cond, std::chrono::milliseconds limit = 10s) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(200us);
+  }
+  return true;
+}
+
+void spin_for(std::chrono::microseconds d) {
+  auto until = std::chrono::steady_clock::now() + d;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+// --- toy components ---------------------------------------------------------------
+using Body = std::function<void(rt::SourceOutput<Row>&)>;
+
+class LambdaSource final : public rt::SourceDef<Row> {
+ public:
+  explicit LambdaSource(Body body, std::function<void()> on_interrupt = {})
+      : body_(std::move(body)), on_interrupt_(std::move(on_interrupt)) {}
+  void run(rt::SourceOutput<Row>& out) override { body_(out); }
+  void interrupt() override {
+    if (on_interrupt_) on_interrupt_();
+  }
+
+ private:
+  Body body_;
+  std::function<void()> on_interrupt_;
+};
+
+// Pushes `rows` (in arrival order) in batches of `batch`, naming row i "toy:i".
+Body push_in_batches(std::vector<Row> rows, size_t batch) {
+  return [rows = std::move(rows), batch](rt::SourceOutput<Row>& out) {
+    for (size_t at = 0; at < rows.size(); at += batch) {
+      size_t end = std::min(rows.size(), at + batch);
+      std::vector<Row> b(rows.begin() + static_cast<long>(at), rows.begin() + static_cast<long>(end));
+      out.push(b, [at](size_t i) { return "toy:" + std::to_string(at + i); });
+    }
+  };
+}
+
+using Factory = std::function<std::unique_ptr<rt::Operator<Row>>(const rt::OperatorContext&)>;
+using KeyFn = std::function<std::optional<uint64_t>(const Row&)>;
+
+class ToyDef final : public rt::OperatorDef<Row> {
+ public:
+  ToyDef(bool partitioned, Factory f, KeyFn key) : partitioned_(partitioned), f_(std::move(f)), key_(std::move(key)) {}
+  bool partitioned() const override { return partitioned_; }
+  std::optional<uint64_t> key(const Row& r) const override { return key_(r); }
+  std::unique_ptr<rt::Operator<Row>> open(const rt::OperatorContext& ctx) const override { return f_(ctx); }
+
+ private:
+  bool partitioned_;
+  Factory f_;
+  KeyFn key_;
+};
+
+std::unique_ptr<rt::OperatorDef<Row>> keyed(Factory f) {
+  return std::make_unique<ToyDef>(true, std::move(f), [](const Row& r) { return r.key; });
+}
+std::unique_ptr<rt::OperatorDef<Row>> single(Factory f) {
+  return std::make_unique<ToyDef>(false, std::move(f), [](const Row&) { return uint64_t{0}; });
+}
+
+// Records every row it is given, in the order given.
+class Collect final : public rt::Operator<Row> {
+ public:
+  explicit Collect(Log<Row>* log) : log_(log) {}
+  void process(const Row& r, rt::Emitter<Row>&) override { log_->add(r); }
+
+ private:
+  Log<Row>* log_;
+};
+Factory collect(Log<Row>* log) {
+  return [log](const rt::OperatorContext&) { return std::make_unique<Collect>(log); };
+}
+
+// What a keyed operator saw, for checks of ownership and order.
+struct KeyedObservations {
+  Log<int64_t> processed;       // input values, each should appear once
+  Log<std::string> violations;  // broken promises of the runtime
+};
+
+// Per-key running sum, emitted at the time of each input row. Checks that
+// each key's rows come in canonical order and only to the key's own partition.
+class KeyedSum final : public rt::Operator<Row> {
+ public:
+  KeyedSum(const rt::OperatorContext& ctx, KeyedObservations* obs) : ctx_(ctx), obs_(obs) {}
+  void process(const Row& r, rt::Emitter<Row>& out) override {
+    obs_->processed.add(r.value);
+    if (r.key % static_cast<uint64_t>(ctx_.partitions) != static_cast<uint64_t>(ctx_.partition)) {
+      obs_->violations.add("key " + std::to_string(r.key) + " reached partition " + std::to_string(ctx_.partition));
+    }
+    auto [it, fresh] = last_.try_emplace(r.key, r);
+    if (!fresh) {
+      if (!canonical_less(it->second, r)) {
+        obs_->violations.add("key " + std::to_string(r.key) + ": value " + std::to_string(r.value) + " after " +
+                             std::to_string(it->second.value));
+      }
+      it->second = r;
+    }
+    int64_t& sum = sums_[r.key];
+    sum += r.value;
+    out.emit(Row{r.time_ns, r.key, kOut, r.priority, sum});
+  }
+
+ private:
+  rt::OperatorContext ctx_;
+  KeyedObservations* obs_;
+  std::map<uint64_t, Row> last_;
+  std::map<uint64_t, int64_t> sums_;
+};
+
+// The obviously-correct reference for KeyedSum followed by a one-partition sink.
+std::vector<Row> reference_keyed_sum(std::vector<Row> in) {
+  std::sort(in.begin(), in.end(), canonical_less);
+  std::map<uint64_t, int64_t> sums;
+  std::vector<Row> out;
+  for (const auto& r : in) out.push_back(Row{r.time_ns, r.key, kOut, r.priority, sums[r.key] += r.value});
+  std::sort(out.begin(), out.end(), canonical_less);
+  return out;
+}
+
+// --- the harness -------------------------------------------------------------------
+struct Config {
+  int threads = 2;
+  int64_t lateness_ns = 0;
+  int64_t queue_capacity = 65536;
+  rt::OverflowPolicy overflow = rt::OverflowPolicy::kBlock;
+  int64_t idle_timeout_ns = 30'000'000'000;
+};
+
+rt::ExecutorOptions options(const Config& c, rt::DeadLetterSink* dead) {
+  rt::ExecutorOptions o;
+  o.threads = c.threads;
+  o.lateness_ns = c.lateness_ns;
+  o.queue_capacity = c.queue_capacity;
+  o.overflow = c.overflow;
+  o.idle_timeout_ns = c.idle_timeout_ns;
+  o.dead_letters = dead;
+  return o;
+}
+
+struct Harness {
+  explicit Harness(const Config& c)
+      : ex(options(c, &dead), [](const Row& r) { return "row#" + std::to_string(r.value); }) {}
+
+  Harness& source(const std::string& id, Body body, std::function<void()> on_interrupt = {}) {
+    ex.add_source(id, "toy_source", mask(kData) | mask(kControl),
+                  std::make_unique<LambdaSource>(std::move(body), std::move(on_interrupt)));
+    return *this;
+  }
+  Harness& op(const std::string& id, std::vector<std::string> inputs, std::unique_ptr<rt::OperatorDef<Row>> def,
+              uint32_t accepts = mask(kData), int parallelism = 0) {
+    ex.add_operator(id, "toy", accepts, mask(kOut), inputs, parallelism, std::move(def));
+    return *this;
+  }
+  rt::CounterSnapshot counters(const std::string& node) const {
+    for (const auto& c : ex.counters()) {
+      if (c.node == node) return c;
+    }
+    FAIL("no node " << node);
+    return {};
+  }
+  // Runs the graph; a run that does not return within `limit` is a deadlock,
+  // and the test binary aborts rather than hang until ctest's timeout.
+  void run(std::chrono::seconds limit = 60s) {
+    std::promise<void> done;
+    auto finished = done.get_future();
+    std::thread t([&] {
+      try {
+        ex.run();
+        done.set_value();
+      } catch (...) {
+        done.set_exception(std::current_exception());
+      }
+    });
+    if (finished.wait_for(limit) != std::future_status::ready) {
+      std::fprintf(stderr, "Executor::run() did not return within %llds: deadlock\n",
+                   static_cast<long long>(limit.count()));
+      std::abort();
+    }
+    t.join();
+    finished.get();
+  }
+
+  DeadLetters dead;  // before `ex`, which points at it
+  rt::Executor<Row> ex;
+};
+
+// `n` rows over `keys` keys, several rows per timestamp, values 0..n-1.
+std::vector<Row> make_rows(int n, int keys, int64_t step_ns) {
+  std::vector<Row> rows;
+  for (int i = 0; i < n; ++i) {
+    rows.push_back(Row{(i / 3) * step_ns, static_cast<uint64_t>((i * 7) % keys), kData, i % 4, i});
+  }
+  return rows;
+}
+
+// An arrival order in which no row is later than `lateness_ns`: each row is
+// delayed by a random amount below the lateness (seed 0: no delay, canonical order).
+std::vector<Row> arrive_within(std::vector<Row> rows, int64_t lateness_ns, uint64_t seed) {
+  std::sort(rows.begin(), rows.end(), canonical_less);
+  if (seed == 0 || lateness_ns <= 0) return rows;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> delay(0, lateness_ns - 1);
+  std::vector<std::pair<int64_t, Row>> keyed_rows;
+  for (auto& r : rows) keyed_rows.emplace_back(r.time_ns + delay(rng), r);
+  std::stable_sort(keyed_rows.begin(), keyed_rows.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  std::vector<Row> out;
+  for (auto& [at, r] : keyed_rows) out.push_back(r);
+  return out;
+}
+
+std::vector<int64_t> iota_values(int n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+// Checks two row sequences are equal, naming the first difference.
+void CheckSameRows(const std::vector<Row>& got, const std::vector<Row>& want) {
+  CHECK(got.size() == want.size());
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    if (got[i] == want[i]) continue;
+    INFO("first difference at row " << i << ": got " << got[i] << ", want " << want[i]);
+    CHECK(got[i] == want[i]);
+    return;
+  }
+}
+
+// Thread counts for tests that need operators to run while a source is still
+// running (1 included: see "with threads = 1, rows are processed while the
+// source is still running" below).
+const int kConcurrentThreads[] = {1, 2, 4};
+
+// ==================================================================================
+// (a) exactly once, canonical order per key, and invariance
+// ==================================================================================
+
+struct InvarianceCase {
+  int threads;
+  int parallelism;  // 0 = one partition per thread
+  size_t batch;
+  uint64_t seed;    // arrival order within lateness; 0 = in order
+};
+
+// Runs source -> keyed sum -> sink and checks it against the reference.
+void CheckKeyedSum(const InvarianceCase& c, const std::vector<Row>& input, int64_t lateness_ns,
+                   const std::vector<Row>& expected) {
+  CAPTURE(c.threads);
+  CAPTURE(c.parallelism);
+  CAPTURE(c.batch);
+  CAPTURE(c.seed);
+  KeyedObservations obs;
+  Log<Row> sink;
+  Harness h(Config{.threads = c.threads, .lateness_ns = lateness_ns});
+  h.source("src", push_in_batches(arrive_within(input, lateness_ns, c.seed), c.batch))
+      .op("sum", {"src"}, keyed([&](const rt::OperatorContext& ctx) { return std::make_unique<KeyedSum>(ctx, &obs); }),
+          mask(kData), c.parallelism)
+      .op("sink", {"sum"}, single(collect(&sink)), mask(kOut));
+  h.run();
+
+  CHECK(obs.violations.items() == std::vector<std::string>{});
+  auto processed = obs.processed.items();
+  std::sort(processed.begin(), processed.end());
+  CHECK(processed == iota_values(static_cast<int>(input.size())));  // each row exactly once
+  CheckSameRows(sink.items(), expected);
+  CHECK(h.dead.log.size() == 0);
+  auto src = h.counters("src");
+  CHECK(src.in == input.size());
+  CHECK(src.out == input.size());
+  CHECK(src.late == 0);
+  CHECK(h.counters("sum").in == input.size());
+  CHECK(h.counters("sum").out == input.size());
+  CHECK(h.counters("sink").in == input.size());
+}
+
+TEST_CASE("every row is processed once, in canonical order per key, whatever the threads, batches and arrival order") {
+  const int64_t lateness = 50'000'000;  // 50 ms; rows 1 ms apart
+  const auto input = make_rows(1500, 13, 1'000'000);
+  const auto expected = reference_keyed_sum(input);
+  REQUIRE(expected.size() == input.size());
+
+  std::vector<InvarianceCase> cases;
+  for (int threads : {1, 2, 4}) {
+    for (size_t batch : {size_t{1}, size_t{7}, size_t{4096}}) {
+      for (uint64_t seed : {0, 1, 2}) cases.push_back({threads, seed == 2 ? 3 : 0, batch, seed});
+    }
+  }
+  for (const auto& c : cases) CheckKeyedSum(c, input, lateness, expected);
+}
+
+TEST_CASE("the arrival orders used above are really shuffled, and within lateness") {
+  // Guards the invariance test against testing nothing: a shuffle that kept
+  // the canonical order would make it pass trivially.
+  const int64_t lateness = 50'000'000;
+  auto input = make_rows(1500, 13, 1'000'000);
+  auto shuffled = arrive_within(input, lateness, 1);
+  CHECK_FALSE(std::is_sorted(shuffled.begin(), shuffled.end(), canonical_less));
+  int64_t max_seen = rt::kBeginningOfTime;
+  for (const auto& r : shuffled) {
+    if (max_seen != rt::kBeginningOfTime) CHECK(r.time_ns >= max_seen - lateness);
+    max_seen = std::max(max_seen, r.time_ns);
+  }
+}
+
+// ==================================================================================
+// (b) late rows
+// ==================================================================================
+
+struct LateCase {
+  const char* name;
+  int64_t lateness_ns;
+  std::vector<int64_t> times;  // arrival order; row i has value i
+  std::vector<int64_t> late;   // values expected to be dead-lettered
+};
+
+void CheckLate(const LateCase& c, size_t batch, int threads) {
+  const std::string name = c.name;
+  CAPTURE(name);
+  CAPTURE(batch);
+  CAPTURE(threads);
+  std::vector<Row> rows;
+  for (size_t i = 0; i < c.times.size(); ++i) rows.push_back(Row{c.times[i], i % 3, kData, 0, static_cast<int64_t>(i)});
+  Log<Row> sink;
+  Harness h(Config{.threads = threads, .lateness_ns = c.lateness_ns});
+  h.source("src", push_in_batches(rows, batch)).op("sink", {"src"}, single(collect(&sink)));
+  h.run();
+
+  std::vector<int64_t> dead_values;
+  for (const auto& d : h.dead.log.items()) {
+    CHECK(d.component == "src");
+    CHECK(d.reason.find("late") != std::string::npos);
+    REQUIRE(d.raw.rfind("row#", 0) == 0);
+    int64_t v = std::stoll(d.raw.substr(4));
+    CHECK(d.position == "toy:" + std::to_string(v));
+    dead_values.push_back(v);
+  }
+  CHECK(dead_values == c.late);
+
+  std::vector<Row> expected;
+  for (const auto& r : rows) {
+    if (std::find(c.late.begin(), c.late.end(), r.value) == c.late.end()) expected.push_back(r);
+  }
+  std::sort(expected.begin(), expected.end(), canonical_less);
+  CheckSameRows(sink.items(), expected);  // the rest still flows, in canonical order
+
+  auto src = h.counters("src");
+  CHECK(src.late == c.late.size());
+  CHECK(src.dead_lettered == c.late.size());
+  CHECK(src.in == rows.size());
+  CHECK(src.out == rows.size() - c.late.size());
+  CHECK(h.counters("sink").in == rows.size() - c.late.size());
+}
+
+TEST_CASE("a row later than the allowed lateness is dead-lettered and counted; the rest flows") {
+  const int64_t ms = 1'000'000;
+  const std::vector<LateCase> cases = {
+      {"in order, nothing late", 0, {1, 2, 3, 4}, {}},
+      {"behind by exactly the lateness is on time", 5 * ms, {10 * ms, 5 * ms}, {}},
+      {"one ns beyond the lateness is late", 5 * ms, {10 * ms, 5 * ms - 1}, {1}},
+      {"zero lateness: an equal time is on time, an older one late", 0, {5, 5, 4, 6}, {2}},
+      {"late rows inside a batch, the rest flows", 10 * ms, {100 * ms, 1 * ms, 101 * ms, 2 * ms, 102 * ms, 95 * ms},
+       {1, 3}},
+      {"the watermark never goes back", 10 * ms, {100 * ms, 50 * ms, 60 * ms, 95 * ms, 89 * ms}, {1, 2, 4}},
+      {"a late row does not raise the watermark", 10 * ms, {100 * ms, 1 * ms, 91 * ms}, {1}},
+  };
+  for (const auto& c : cases) {
+    for (size_t batch : {size_t{1}, size_t{2}, size_t{4096}}) {
+      for (int threads : {1, 4}) CheckLate(c, batch, threads);
+    }
+  }
+}
+
+TEST_CASE("the dead letter of a late row says by how much and what the allowed lateness is") {
+  const int64_t ms = 1'000'000;
+  Log<Row> sink;
+  Harness h(Config{.threads = 1, .lateness_ns = 10 * ms});
+  h.source("src", push_in_batches({Row{100 * ms, 0, kData, 0, 0}, Row{40 * ms, 0, kData, 0, 1}}, 4096))
+      .op("sink", {"src"}, single(collect(&sink)));
+  h.run();
+  auto dead = h.dead.log.items();
+  REQUIRE(dead.size() == 1);
+  // watermark = 100 ms - 10 ms = 90 ms; the row is 50 ms behind it.
+  CHECK(dead[0].reason.find("50 ms behind") != std::string::npos);
+  CHECK(dead[0].reason.find("allowed lateness 10 ms") != std::string::npos);
+  CHECK(dead[0].raw == "row#1");
+  CHECK(dead[0].position == "toy:1");
+}
+
+// ==================================================================================
+// (c) end of input flushes
+// ==================================================================================
+
+// Per-key tumbling windows of `width` ns: sums values, fires when the
+// watermark passes the window's end, emitting at end - 1 (not older than the
+// previous watermark, which had not passed the end).
+class WindowSum final : public rt::Operator<Row> {
+ public:
+  explicit WindowSum(int64_t width) : width_(width) {}
+  void process(const Row& r, rt::Emitter<Row>&) override {
+    int64_t start = r.time_ns - (r.time_ns % width_);
+    open_[{start, r.key}] += r.value;
+  }
+  void on_watermark(int64_t wm, rt::Emitter<Row>& out) override {
+    for (auto it = open_.begin(); it != open_.end();) {
+      int64_t end = it->first.first + width_;
+      if (end > wm) break;  // ordered by start: later windows are open too
+      out.emit(Row{end - 1, it->first.second, kOut, 0, it->second});
+      it = open_.erase(it);
+    }
+  }
+
+ private:
+  int64_t width_;
+  std::map<std::pair<int64_t, uint64_t>, int64_t> open_;  // (start, key) -> sum
+};
+
+std::vector<Row> reference_windows(const std::vector<Row>& in, int64_t width) {
+  std::map<std::pair<int64_t, uint64_t>, int64_t> sums;
+  for (const auto& r : in) sums[{r.time_ns - r.time_ns % width, r.key}] += r.value;
+  std::vector<Row> out;
+  for (const auto& [w, s] : sums) out.push_back(Row{w.first + width - 1, w.second, kOut, 0, s});
+  std::sort(out.begin(), out.end(), canonical_less);
+  return out;
+}
+
+TEST_CASE("end of input fires every window still open") {
+  const int64_t ms = 1'000'000;
+  const int64_t width = 100 * ms;
+  // Lateness longer than the whole input: no window can fire before end of input.
+  for (int64_t lateness : {int64_t{0}, 10 * ms, 10'000 * ms}) {
+    for (int threads : {1, 4}) {
+      CAPTURE(lateness);
+      CAPTURE(threads);
+      auto input = make_rows(900, 5, ms);  // 300 ms of rows: windows 0, 100, 200 ms
+      Log<Row> sink;
+      Harness h(Config{.threads = threads, .lateness_ns = lateness});
+      h.source("src", push_in_batches(arrive_within(input, lateness, 7), 64))
+          .op("win", {"src"}, keyed([&](const rt::OperatorContext&) { return std::make_unique<WindowSum>(width); }))
+          .op("sink", {"win"}, single(collect(&sink)), mask(kOut));
+      h.run();
+      auto expected = reference_windows(input, width);
+      REQUIRE(expected.size() == 15);  // 3 windows x 5 keys
+      CheckSameRows(sink.items(), expected);
+    }
+  }
+}
+
+// Buffers everything and emits one summary row per partition in finish(),
+// at the last watermark before end of input (the emit floor there). Records
+// the watermarks it saw and how often finish() ran.
+struct FinishObservations {
+  Log<std::string> violations;
+  std::atomic<int> finishes{0};
+};
+class CountAtFinish final : public rt::Operator<Row> {
+ public:
+  CountAtFinish(const rt::OperatorContext& ctx, FinishObservations* obs) : ctx_(ctx), obs_(obs) {}
+  void process(const Row&, rt::Emitter<Row>&) override {
+    if (finished_) obs_->violations.add("process after finish");
+    ++count_;
+  }
+  void on_watermark(int64_t wm, rt::Emitter<Row>&) override {
+    if (finished_) obs_->violations.add("on_watermark after finish");
+    if (wm <= last_wm_) obs_->violations.add("watermark went back: " + std::to_string(wm));
+    if (last_wm_ != rt::kBeginningOfTime && last_wm_ != rt::kEndOfTime) floor_ = last_wm_;
+    last_wm_ = wm;
+  }
+  void finish(rt::Emitter<Row>& out) override {
+    if (last_wm_ != rt::kEndOfTime) obs_->violations.add("finish before the final watermark");
+    if (finished_) obs_->violations.add("finish twice");
+    finished_ = true;
+    obs_->finishes.fetch_add(1);
+    out.emit(Row{floor_ == rt::kBeginningOfTime ? 0 : floor_, static_cast<uint64_t>(ctx_.partition), kOut, 0, count_});
+  }
+
+ private:
+  rt::OperatorContext ctx_;
+  FinishObservations* obs_;
+  int64_t count_ = 0;
+  int64_t last_wm_ = rt::kBeginningOfTime;
+  int64_t floor_ = rt::kBeginningOfTime;
+  bool finished_ = false;
+};
+
+TEST_CASE("finish() runs once per partition after the final watermark, and what it emits reaches the sink") {
+  for (int parallelism : {1, 3}) {
+    for (size_t batch : {size_t{1}, size_t{100}}) {
+      CAPTURE(parallelism);
+      CAPTURE(batch);
+      FinishObservations obs;
+      Log<Row> sink;
+      Harness h(Config{.threads = 2, .lateness_ns = 5'000'000});
+      h.source("src", push_in_batches(make_rows(300, 7, 1'000'000), batch))
+          .op("count", {"src"},
+              keyed([&](const rt::OperatorContext& ctx) { return std::make_unique<CountAtFinish>(ctx, &obs); }),
+              mask(kData), parallelism)
+          .op("sink", {"count"}, single(collect(&sink)), mask(kOut));
+      h.run();
+      CHECK(obs.violations.items() == std::vector<std::string>{});
+      CHECK(obs.finishes.load() == parallelism);
+      auto out = sink.items();
+      CHECK(out.size() == static_cast<size_t>(parallelism));
+      int64_t total = 0;
+      for (const auto& r : out) total += r.value;
+      CHECK(total == 300);
+    }
+  }
+}
+
+// ==================================================================================
+// (d) the watermark is the minimum over producers
+// ==================================================================================
+
+TEST_CASE("with two sources, rows of the fast one wait for the slow one's watermark") {
+  const int64_t ms = 1'000'000;
+  for (int threads : kConcurrentThreads) {
+    CAPTURE(threads);
+    Log<Row> sink;
+    Signal slow_started, fast_done;
+    std::atomic<bool> early_release{false}, not_released{false}, waited_out{false};
+    std::vector<Row> slow_rows, fast_rows;
+    for (int i = 0; i < 100; ++i) slow_rows.push_back(Row{i * ms, 1, kData, 0, 1000 + i});
+    for (int i = 0; i < 100; ++i) fast_rows.push_back(Row{i * ms, 2, kData, 0, 2000 + i});
+    const int64_t slow_wm = 9 * ms;  // after the slow source's first ten rows (lateness 0)
+
+    Harness h(Config{.threads = threads, .lateness_ns = 0});
+    auto& ex = h.ex;
+    h.source("slow",
+             [&](rt::SourceOutput<Row>& out) {
+               std::vector<Row> first(slow_rows.begin(), slow_rows.begin() + 10);
+               out.push(first);
+               slow_started.set();
+               if (!fast_done.wait()) waited_out = true;
+               // Wait until every fast row has reached the sink's partition...
+               bool in = eventually([&] {
+                 for (const auto& c : ex.counters()) {
+                   if (c.node == "sink") return c.in == 110;
+                 }
+                 return false;
+               });
+               if (!in) waited_out = true;
+               // ...and the rows older than the slow watermark were processed.
+               if (!eventually([&] { return sink.size() >= 18; })) not_released = true;
+               std::this_thread::sleep_for(20ms);  // give a wrong release the chance to happen
+               for (const auto& r : sink.items()) {
+                 if (r.time_ns >= slow_wm) early_release = true;
+               }
+               if (sink.size() != 18) early_release = true;
+               std::vector<Row> rest(slow_rows.begin() + 10, slow_rows.end());
+               out.push(rest);
+             })
+        .source("fast",
+                [&](rt::SourceOutput<Row>& out) {
+                  if (!slow_started.wait()) waited_out = true;
+                  std::vector<Row> all = fast_rows;
+                  out.push(all);
+                  fast_done.set();
+                })
+        .op("sink", {"slow", "fast"}, single(collect(&sink)));
+    h.run();
+    CHECK_FALSE(waited_out.load());
+    CHECK_FALSE(not_released.load());
+    CHECK_FALSE(early_release.load());
+    std::vector<Row> expected = slow_rows;
+    expected.insert(expected.end(), fast_rows.begin(), fast_rows.end());
+    std::sort(expected.begin(), expected.end(), canonical_less);
+    CheckSameRows(sink.items(), expected);  // the two streams merged in canonical order
+  }
+}
+
+TEST_CASE("a watermark reaches a partition through every path of a diamond before rows are released") {
+  // src -> left (3 partitions) -> join; src -> right (1 partition) -> join:
+  // the join's partition waits for the minimum over all four producers.
+  const int64_t ms = 1'000'000;
+  auto input = make_rows(600, 11, ms);
+  for (int threads : {1, 4}) {
+    CAPTURE(threads);
+    Log<Row> sink;
+    KeyedObservations left_obs, right_obs;
+    Harness h(Config{.threads = threads, .lateness_ns = 20 * ms});
+    h.source("src", push_in_batches(arrive_within(input, 20 * ms, 3), 16))
+        .op("left", {"src"},
+            keyed([&](const rt::OperatorContext& ctx) { return std::make_unique<KeyedSum>(ctx, &left_obs); }),
+            mask(kData), 3)
+        .op("right", {"src"},
+            keyed([&](const rt::OperatorContext& ctx) { return std::make_unique<KeyedSum>(ctx, &right_obs); }),
+            mask(kData), 1)
+        .op("join", {"left", "right"}, single(collect(&sink)), mask(kOut));
+    h.run();
+    auto once = reference_keyed_sum(input);
+    std::vector<Row> expected;
+    for (const auto& r : once) expected.push_back(r), expected.push_back(r);
+    std::sort(expected.begin(), expected.end(), canonical_less);
+    CheckSameRows(sink.items(), expected);
+    CHECK(left_obs.violations.items() == std::vector<std::string>{});
+    CHECK(right_obs.violations.items() == std::vector<std::string>{});
+  }
+}
+
+// ==================================================================================
+// (e) `block` overflow
+// ==================================================================================
+
+// Passes rows through, slowly.
+class Slow final : public rt::Operator<Row> {
+ public:
+  explicit Slow(std::chrono::microseconds per_row) : per_row_(per_row) {}
+  void process(const Row& r, rt::Emitter<Row>& out) override {
+    spin_for(per_row_);
+    Row o = r;
+    o.kind = kOut;
+    out.emit(o);
+  }
+
+ private:
+  std::chrono::microseconds per_row_;
+};
+
+TEST_CASE("block overflow with a tiny queue and a slow operator: nothing dropped, counters add up, no deadlock") {
+  const int n = 600;
+  const int64_t cap = 4;
+  auto input = make_rows(n, 9, 1'000'000);
+  std::vector<Row> expected;
+  for (auto r : input) {
+    r.kind = kOut;
+    expected.push_back(r);
+  }
+  std::sort(expected.begin(), expected.end(), canonical_less);
+  for (int threads : {1, 4}) {
+    for (size_t batch : {size_t{1}, size_t{7}}) {
+      CAPTURE(threads);
+      CAPTURE(batch);
+      Log<Row> sink;
+      Harness h(Config{.threads = threads, .lateness_ns = 2'000'000, .queue_capacity = cap});
+      h.source("src", push_in_batches(arrive_within(input, 2'000'000, 5), batch))
+          .op("slow", {"src"}, keyed([](const rt::OperatorContext&) { return std::make_unique<Slow>(20us); }))
+          .op("sink", {"slow"}, single(collect(&sink)), mask(kOut));
+      h.run();
+      CheckSameRows(sink.items(), expected);
+      auto src = h.counters("src");
+      auto slow = h.counters("slow");
+      auto snk = h.counters("sink");
+      CHECK(src.out == static_cast<uint64_t>(n));
+      CHECK(slow.in == src.out);
+      CHECK(slow.out == slow.in);
+      CHECK(snk.in == slow.out);
+      CHECK(slow.dropped_total() == 0);
+      CHECK(snk.dropped_total() == 0);
+      CHECK(slow.queue_rows == 0);  // everything queued was drained
+      CHECK(snk.queue_rows == 0);
+      CHECK(slow.queue_capacity == static_cast<uint64_t>(cap));
+      // The bound held (a batch larger than the queue may enter it only when it is empty)...
+      CHECK(slow.queue_peak <= static_cast<uint64_t>(std::max<int64_t>(cap, static_cast<int64_t>(batch))));
+      // ...and was reached, or this test did not test blocking (with one-row
+      // batches the queue fills exactly; larger ones may not pack to the brim).
+      if (batch == 1) CHECK(slow.queue_peak == static_cast<uint64_t>(cap));
+    }
+  }
+}
+
+TEST_CASE("block overflow counts queue units by RowTraits::weight") {
+  // Rows of weight 3 in a queue of 4 units: at most one batch of one row is
+  // queued at a time unless the queue is empty.
+  auto input = make_rows(200, 3, 1'000'000);
+  for (auto& r : input) r.weight = 3;
+  Log<Row> sink;
+  Harness h(Config{.threads = 2, .lateness_ns = 0, .queue_capacity = 4});
+  h.source("src", push_in_batches(input, 1))
+      .op("slow", {"src"}, single([](const rt::OperatorContext&) { return std::make_unique<Slow>(20us); }))
+      .op("sink", {"slow"}, single(collect(&sink)), mask(kOut));
+  h.run();
+  CHECK(sink.size() == input.size());
+  auto slow = h.counters("slow");
+  CHECK(slow.queue_peak == 3);  // a second weight-3 row would make 6 > 4
+  CHECK(slow.dropped_total() == 0);
+}
+
+// ==================================================================================
+// (f) `shed` overflow
+// ==================================================================================
+
+constexpr uint64_t kPlugKey = 1000;
+
+// Blocks inside process() of the plug row until the gate opens, so that the
+// partition is busy and everything pushed meanwhile waits in its inbox: what
+// shedding drops is then a function of the pushes alone.
+class Gated final : public rt::Operator<Row> {
+ public:
+  Gated(Signal* entered, Signal* gate, Log<Row>* log) : entered_(entered), gate_(gate), log_(log) {}
+  void process(const Row& r, rt::Emitter<Row>&) override {
+    if (r.key == kPlugKey) {
+      entered_->set();
+      gate_->wait();
+      return;
+    }
+    log_->add(r);
+  }
+
+ private:
+  Signal* entered_;
+  Signal* gate_;
+  Log<Row>* log_;
+};
+
+struct ShedCase {
+  const char* name;
+  const char* pushes;     // one row per push, each a priority digit
+  const char* survivors;  // the pushes, with those dropped written '.'
+  std::array<uint64_t, 4> dropped;
+};
+
+void CheckShed(const ShedCase& c, int threads) {
+  const std::string name = c.name;
+  CAPTURE(name);
+  CAPTURE(threads);
+  Signal entered, gate;
+  Log<Row> log;
+  std::atomic<bool> plug_stuck{false};
+  const std::string pushes = c.pushes;
+  Harness h(Config{.threads = threads, .lateness_ns = 0, .queue_capacity = 4, .overflow = rt::OverflowPolicy::kShed});
+  h.source("src",
+           [&](rt::SourceOutput<Row>& out) {
+             std::vector<Row> b = {Row{0, kPlugKey, kData, 0, -1}};
+             out.push(b);
+             b = {Row{1, kPlugKey + 1, kData, 0, -2}};  // its watermark releases the plug
+             out.push(b);
+             if (!entered.wait()) plug_stuck = true;
+             for (size_t i = 0; i < pushes.size(); ++i) {
+               b = {Row{2 + static_cast<int64_t>(i), 0, kData, pushes[i] - '0', static_cast<int64_t>(i)}};
+               out.push(b);
+             }
+             gate.set();
+           })
+      .op("gated", {"src"}, single([&](const rt::OperatorContext&) {
+            return std::make_unique<Gated>(&entered, &gate, &log);
+          }));
+  h.run();
+  REQUIRE_FALSE(plug_stuck.load());
+  std::string got(pushes.size(), '.');
+  int64_t previous = -1;
+  for (const auto& r : log.items()) {
+    if (r.key != 0) continue;
+    CHECK(r.value > previous);  // survivors still come in canonical order
+    previous = r.value;
+    got[static_cast<size_t>(r.value)] = pushes[static_cast<size_t>(r.value)];
+  }
+  CHECK(got == std::string(c.survivors));
+  auto counters = h.counters("gated");
+  for (int p = 0; p < 4; ++p) {
+    CAPTURE(p);
+    CHECK(counters.dropped[static_cast<size_t>(p)] == c.dropped[static_cast<size_t>(p)]);
+  }
+  uint64_t survivors = static_cast<uint64_t>(std::count_if(got.begin(), got.end(), [](char ch) { return ch != '.'; }));
+  CHECK(counters.in == survivors + 2);  // + the plug and the row that released it
+  CHECK(counters.in + counters.dropped_total() == pushes.size() + 2);
+}
+
+TEST_CASE("shed overflow drops the least important rows first, newest first, and P0 last") {
+  // Queue capacity 4; P0 may overflow it up to 4x (16) while nothing less important is queued.
+  const std::vector<ShedCase> cases = {
+      {"fits: nothing dropped", "3210", "3210", {0, 0, 0, 0}},
+      {"P3 before P2 before P1", "33221100", "....1100", {0, 0, 2, 2}},
+      {"newest of a priority first", "3333222", "3...222", {0, 0, 0, 3}},
+      {"an arriving row of the same priority is dropped itself", "22222", "2222.", {0, 0, 1, 0}},
+      {"a less important arrival is dropped itself", "11113", "1111.", {0, 0, 0, 1}},
+      {"P0 displaces P3", "33330", "333.0", {0, 0, 0, 1}},
+      {"P0 is kept beyond capacity while only P0 is queued", "0000000000000000", "0000000000000000", {0, 0, 0, 0}},
+      {"P0 is dropped only past 4x capacity", "00000000000000000", "0000000000000000.", {1, 0, 0, 0}},
+      {"a P1 arriving at a queue of P0 is dropped, a later P0 is not", "000010", "0000.0", {0, 1, 0, 0}},
+      {"round robin of priorities: only P0 survives", "3210321032103210", "...0...0...0...0", {0, 4, 4, 4}},
+  };
+  for (const auto& c : cases) {
+    for (int threads : kConcurrentThreads) CheckShed(c, threads);
+  }
+}
+
+TEST_CASE("shed overflow counts queue units by RowTraits::weight") {
+  // One P3 row of weight 4 fills the queue; a P1 row displaces it whole.
+  Signal entered, gate;
+  Log<Row> log;
+  std::atomic<bool> plug_stuck{false};
+  Harness h(Config{.threads = 2, .lateness_ns = 0, .queue_capacity = 4, .overflow = rt::OverflowPolicy::kShed});
+  h.source("src",
+           [&](rt::SourceOutput<Row>& out) {
+             std::vector<Row> b = {Row{0, kPlugKey, kData, 0, -1}};
+             out.push(b);
+             b = {Row{1, kPlugKey + 1, kData, 0, -2}};
+             out.push(b);
+             if (!entered.wait()) plug_stuck = true;
+             b = {Row{2, 0, kData, 3, 0, 4}};
+             out.push(b);
+             b = {Row{3, 0, kData, 1, 1, 1}};
+             out.push(b);
+             b = {Row{4, 0, kData, 2, 2, 3}};  // 1 + 3 = 4 fits
+             out.push(b);
+             b = {Row{5, 0, kData, 2, 3, 1}};  // 5 > 4, nothing below P2 queued: dropped itself
+             out.push(b);
+             gate.set();
+           })
+      .op("gated", {"src"}, single([&](const rt::OperatorContext&) {
+            return std::make_unique<Gated>(&entered, &gate, &log);
+          }));
+  h.run();
+  REQUIRE_FALSE(plug_stuck.load());
+  std::vector<int64_t> got;
+  for (const auto& r : log.items()) {
+    if (r.key == 0) got.push_back(r.value);
+  }
+  CHECK(got == std::vector<int64_t>{1, 2});
+  auto c = h.counters("gated");
+  CHECK(c.dropped == std::array<uint64_t, 4>{0, 0, 1, 1});  // rows, not units
+}
+
+TEST_CASE("shed overflow under load: counters add up and the run ends, with 1 and 4 threads") {
+  const int n = 3000;
+  auto input = make_rows(n, 9, 1'000'000);
+  for (int threads : {1, 4}) {
+    CAPTURE(threads);
+    Log<Row> sink;
+    Harness h(Config{.threads = threads, .lateness_ns = 0, .queue_capacity = 8, .overflow = rt::OverflowPolicy::kShed});
+    h.source("src", push_in_batches(input, 4))
+        .op("slow", {"src"}, keyed([](const rt::OperatorContext&) { return std::make_unique<Slow>(50us); }))
+        .op("sink", {"slow"}, single(collect(&sink)), mask(kOut));
+    h.run();
+    auto src = h.counters("src");
+    auto slow = h.counters("slow");
+    CHECK(src.out == static_cast<uint64_t>(n));
+    CHECK(slow.in + slow.dropped_total() == src.out);
+    CHECK(slow.dropped_total() > 0);  // or this test did not shed
+    CHECK(slow.out == slow.in);
+    CHECK(h.counters("sink").in + h.counters("sink").dropped_total() == slow.out);
+    CHECK(sink.size() == h.counters("sink").in);
+    auto out = sink.items();
+    CHECK(std::is_sorted(out.begin(), out.end(), canonical_less));
+    // Shedding must prefer the least important rows: of rows that reached the
+    // operator, no priority may be better represented than a more important one.
+    std::array<int64_t, 4> offered{}, kept{};
+    for (const auto& r : input) ++offered[static_cast<size_t>(r.priority)];
+    for (const auto& r : out) ++kept[static_cast<size_t>(r.priority)];
+    for (size_t p = 1; p < 4; ++p) {
+      CAPTURE(p);
+      CHECK(kept[p] * offered[p - 1] <= kept[p - 1] * offered[p]);
+    }
+  }
+}
+
+// ==================================================================================
+// (g) failures
+// ==================================================================================
+
+class ThrowOn final : public rt::Operator<Row> {
+ public:
+  explicit ThrowOn(int64_t value) : value_(value) {}
+  void process(const Row& r, rt::Emitter<Row>& out) override {
+    if (r.value == value_) throw std::runtime_error("boom at " + std::to_string(r.value));
+    out.emit(Row{r.time_ns, r.key, kOut, r.priority, r.value});
+  }
+
+ private:
+  int64_t value_;
+};
+
+// Pushes rows forever (until stopping()), `batch` at a time, pausing `pace`
+// after each batch (so that on a loaded machine it does not flood the queues
+// before a worker gets a core).
+Body endless(size_t batch, int64_t step_ns, std::atomic<int64_t>* pushed,
+             std::chrono::microseconds pace = std::chrono::microseconds(0)) {
+  return [=](rt::SourceOutput<Row>& out) {
+    int64_t v = 0;
+    while (!out.stopping()) {
+      std::vector<Row> b;
+      for (size_t k = 0; k < batch; ++k, ++v) b.push_back(Row{v * step_ns, static_cast<uint64_t>(v % 13), kData, 0, v});
+      out.push(b);
+      if (pushed) pushed->store(v);
+      if (pace.count() > 0) std::this_thread::sleep_for(pace);
+    }
+  };
+}
+
+TEST_CASE("an operator that throws makes run() rethrow, without hanging") {
+  struct Case {
+    int threads;
+    rt::OverflowPolicy overflow;
+    bool endless;
+  };
+  const auto block = rt::OverflowPolicy::kBlock, shed = rt::OverflowPolicy::kShed;
+  const std::vector<Case> cases = {
+      {1, block, false}, {1, block, true}, {1, shed, false},
+      // {1, shed, true} hangs: with one thread nothing drains while the source
+      // runs, so the thrower never runs and the endless source never ends
+      // (see the skipped test on threads below).
+      {2, block, false}, {2, block, true}, {2, shed, false}, {2, shed, true},
+      {4, block, false}, {4, block, true}, {4, shed, false}, {4, shed, true},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.threads);
+    CAPTURE(c.overflow == rt::OverflowPolicy::kShed);
+    CAPTURE(c.endless);
+    Log<Row> sink;
+    // `block` with a tiny queue, so that producers wait and help; `shed` with
+    // room to spare, so that row 42 cannot be shed before it fails.
+    const bool shed = c.overflow == rt::OverflowPolicy::kShed;
+    Harness h(Config{.threads = c.threads, .lateness_ns = 1'000'000, .queue_capacity = shed ? 65536 : 4,
+                     .overflow = c.overflow});
+    h.source("src", c.endless ? endless(16, 100'000, nullptr, 20us) : push_in_batches(make_rows(5000, 13, 100'000), 16))
+        .op("thrower", {"src"}, keyed([](const rt::OperatorContext&) { return std::make_unique<ThrowOn>(42); }))
+        .op("sink", {"thrower"}, single(collect(&sink)), mask(kOut));
+    CHECK_THROWS_WITH_AS(h.run(), "boom at 42", std::runtime_error);
+  }
+}
+
+TEST_CASE("a source that throws makes run() rethrow its error") {
+  for (int threads : {1, 4}) {
+    CAPTURE(threads);
+    Log<Row> sink;
+    Harness h(Config{.threads = threads});
+    h.source("src",
+             [](rt::SourceOutput<Row>& out) {
+               std::vector<Row> b = {Row{1, 0, kData, 0, 0}};
+               out.push(b);
+               throw rt::ConfigError({rt::Diagnostic{{}, "sources.src", "cannot bind tcp://nowhere"}});
+             })
+        .op("sink", {"src"}, single(collect(&sink)));
+    try {
+      h.run();
+      FAIL("run() returned normally");
+    } catch (const rt::ConfigError& e) {
+      REQUIRE(e.diagnostics().size() == 1);
+      CHECK(e.diagnostics()[0].message == "cannot bind tcp://nowhere");
+    }
+  }
+}
+
+// A source that, once its rows are out, waits until interrupt() wakes it
+// (bounded, so that a missing wake-up fails the test instead of hanging it).
+struct WaitForInterrupt {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool interrupted = false;
+  std::atomic<bool> timed_out{false};
+  void interrupt() {
+    std::lock_guard lock(mu);
+    interrupted = true;
+    cv.notify_all();
+  }
+  void wait(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu);
+    if (!cv.wait_for(lock, limit, [&] { return interrupted; })) timed_out = true;
+  }
+};
+
+TEST_CASE("after an operator fails, a source waiting for interrupt() is woken") {
+  // Regression test, fixed (was: runtime/executor.h, Executor::fail): fail() sets stopping_ but, unlike
+  // stop(), does not call interrupt() on the sources, so a source that sleeps
+  // until it is interrupted (a blocking read, a long poll) keeps run() from
+  // returning after an operator has thrown. Fix: in fail(), after setting
+  // stopping_, call interrupt() on every source, as stop() does.
+  WaitForInterrupt waiter;
+  Harness h(Config{.threads = 2, .lateness_ns = 0});
+  h.source(
+       "src",
+       [&](rt::SourceOutput<Row>& out) {
+         std::vector<Row> b = {Row{1, 0, kData, 0, 42}, Row{2, 0, kData, 0, 43}};
+         out.push(b);
+         waiter.wait(3s);
+       },
+       [&] { waiter.interrupt(); })
+      .op("thrower", {"src"}, keyed([](const rt::OperatorContext&) { return std::make_unique<ThrowOn>(42); }));
+  auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH_AS(h.run(), "boom at 42", std::runtime_error);
+  CHECK_FALSE(waiter.timed_out.load());
+  CHECK(std::chrono::steady_clock::now() - started < 2s);
+}
+
+// ==================================================================================
+// (h) the emit floor
+// ==================================================================================
+
+// Emits, for row `value`, a row `back_ns` older than it.
+class TimeTraveler final : public rt::Operator<Row> {
+ public:
+  TimeTraveler(int64_t value, int64_t back_ns) : value_(value), back_ns_(back_ns) {}
+  void process(const Row& r, rt::Emitter<Row>& out) override {
+    out.emit(Row{r.value == value_ ? r.time_ns - back_ns_ : r.time_ns, r.key, kOut, 0, r.value});
+  }
+
+ private:
+  int64_t value_, back_ns_;
+};
+
+TEST_CASE("Emitter refuses a row older than the previous watermark") {
+  struct Case {
+    int64_t floor, time;
+    bool ok;
+  };
+  const std::vector<Case> cases = {
+      {100, 100, true}, {100, 101, true}, {100, 99, false}, {rt::kBeginningOfTime, rt::kBeginningOfTime, true},
+      {0, -1, false},   {0, rt::kEndOfTime, true},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.floor);
+    CAPTURE(c.time);
+    std::vector<Row> out;
+    rt::Emitter<Row> e(&out, c.floor);
+    if (c.ok) {
+      CHECK_NOTHROW(e.emit(Row{c.time}));
+      CHECK(out.size() == 1);
+    } else {
+      CHECK_THROWS_AS(e.emit(Row{c.time}), rt::InternalError);
+      CHECK(out.empty());
+    }
+  }
+}
+
+TEST_CASE("an operator emitting a row older than the forwarded watermark makes run() fail with InternalError") {
+  const int64_t ms = 1'000'000;
+  for (int threads : {1, 4}) {
+    CAPTURE(threads);
+    Log<Row> sink;
+    Harness h(Config{.threads = threads, .lateness_ns = 100 * ms});
+    // Rows every 10 ms; row 150 is at 1.5 s, when the watermark is past 1.3 s.
+    std::vector<Row> rows;
+    for (int i = 0; i < 300; ++i) rows.push_back(Row{i * 10 * ms, 0, kData, 0, i});
+    h.source("src", push_in_batches(rows, 10))
+        .op("traveler", {"src"}, single([&](const rt::OperatorContext&) {
+              return std::make_unique<TimeTraveler>(150, 1000 * ms);
+            }))
+        .op("sink", {"traveler"}, single(collect(&sink)), mask(kOut));
+    try {
+      h.run();
+      FAIL("run() returned normally");
+    } catch (const rt::InternalError& e) {
+      CHECK(std::string(e.what()).find("older than the watermark") != std::string::npos);
+    }
+    for (const auto& r : sink.items()) CHECK(r.value != 150);
+  }
+}
+
+TEST_CASE("an operator may emit at the previous watermark exactly") {
+  // The floor is inclusive: emitting at the watermark already passed is allowed.
+  const int64_t ms = 1'000'000;
+  class AtFloor final : public rt::Operator<Row> {
+   public:
+    void process(const Row&, rt::Emitter<Row>&) override {}
+    void on_watermark(int64_t wm, rt::Emitter<Row>& out) override {
+      if (last_ != rt::kBeginningOfTime) out.emit(Row{last_, 0, kOut, 0, n_++});
+      last_ = wm;
+    }
+
+   private:
+    int64_t last_ = rt::kBeginningOfTime;
+    int64_t n_ = 0;
+  };
+  std::vector<Row> rows;
+  for (int i = 0; i < 20; ++i) rows.push_back(Row{i * ms, 0, kData, 0, i});
+  Log<Row> sink;
+  Harness h(Config{.threads = 2, .lateness_ns = 0});
+  h.source("src", push_in_batches(rows, 1))
+      .op("at_floor", {"src"}, single([](const rt::OperatorContext&) { return std::make_unique<AtFloor>(); }))
+      .op("sink", {"at_floor"}, single(collect(&sink)), mask(kOut));
+  CHECK_NOTHROW(h.run());
+  CHECK(sink.size() == 20);  // one per watermark after the first: 0..19 ms, then end of input
+}
+
+// ==================================================================================
+// (i) broadcast, fan-out and accepts
+// ==================================================================================
+
+struct Seen {
+  int partition;
+  int partitions;
+  Row row;
+};
+class Probe final : public rt::Operator<Row> {
+ public:
+  Probe(const rt::OperatorContext& ctx, Log<Seen>* log) : ctx_(ctx), log_(log) {}
+  void process(const Row& r, rt::Emitter<Row>&) override { log_->add(Seen{ctx_.partition, ctx_.partitions, r}); }
+
+ private:
+  rt::OperatorContext ctx_;
+  Log<Seen>* log_;
+};
+
+TEST_CASE("a row whose key() is nullopt reaches every partition; keyed rows reach exactly one") {
+  const int64_t ms = 1'000'000;
+  std::vector<Row> rows;
+  for (int i = 0; i < 200; ++i) {
+    bool control = i % 10 == 0;
+    rows.push_back(Row{i * ms, static_cast<uint64_t>(i % 17), control ? kControl : kData, 0, i});
+  }
+  for (int threads : {1, 4}) {
+    for (int parallelism : {1, 3}) {
+      CAPTURE(threads);
+      CAPTURE(parallelism);
+      Log<Seen> seen;
+      Harness h(Config{.threads = threads, .lateness_ns = 5 * ms});
+      h.source("src", push_in_batches(arrive_within(rows, 5 * ms, 11), 8))
+          .op("probe", {"src"},
+              std::make_unique<ToyDef>(
+                  true, [&](const rt::OperatorContext& ctx) { return std::make_unique<Probe>(ctx, &seen); },
+                  [](const Row& r) -> std::optional<uint64_t> {
+                    if (r.kind == kControl) return std::nullopt;
+                    return r.key;
+                  }),
+              mask(kData) | mask(kControl), parallelism);
+      h.run();
+      std::map<int64_t, std::vector<int>> partitions_of;  // value -> partitions that saw it
+      std::map<int, std::vector<Row>> by_partition;
+      for (const auto& s : seen.items()) {
+        CHECK(s.partitions == parallelism);
+        partitions_of[s.row.value].push_back(s.partition);
+        by_partition[s.partition].push_back(s.row);
+      }
+      REQUIRE(partitions_of.size() == rows.size());
+      for (const auto& r : rows) {
+        auto ps = partitions_of[r.value];
+        std::sort(ps.begin(), ps.end());
+        if (r.kind == kControl) {
+          std::vector<int> all(static_cast<size_t>(parallelism));
+          std::iota(all.begin(), all.end(), 0);
+          CHECK(ps == all);
+        } else {
+          CHECK(ps == std::vector<int>{static_cast<int>(r.key % static_cast<uint64_t>(parallelism))});
+        }
+      }
+      for (const auto& [p, got] : by_partition) {  // broadcast rows interleave in canonical order
+        CHECK(std::is_sorted(got.begin(), got.end(), canonical_less));
+      }
+    }
+  }
+}
+
+TEST_CASE("a source feeding several consumers gives each the kinds it accepts, narrowed by OperatorDef::accepts") {
+  class DataOnly final : public rt::OperatorDef<Row> {
+   public:
+    explicit DataOnly(Log<Row>* log) : log_(log) {}
+    uint32_t accepts(uint32_t declared) const override { return declared & mask(kData); }
+    std::unique_ptr<rt::Operator<Row>> open(const rt::OperatorContext&) const override {
+      return std::make_unique<Collect>(log_);
+    }
+
+   private:
+    Log<Row>* log_;
+  };
+  std::vector<Row> rows;
+  for (int i = 0; i < 50; ++i) rows.push_back(Row{i, static_cast<uint64_t>(i), i % 5 == 0 ? kControl : kData, 0, i});
+  for (int threads : {1, 4}) {
+    CAPTURE(threads);
+    Log<Row> all, data, control, narrowed;
+    Harness h(Config{.threads = threads});
+    h.source("src", push_in_batches(rows, 7))
+        .op("all", {"src"}, single(collect(&all)), mask(kData) | mask(kControl))
+        .op("data", {"src"}, single(collect(&data)), mask(kData))
+        .op("control", {"src"}, keyed(collect(&control)), mask(kControl), 2)
+        .op("narrowed", {"src"}, std::make_unique<DataOnly>(&narrowed), mask(kData) | mask(kControl));
+    h.run();
+    std::vector<Row> want_data, want_control;
+    for (const auto& r : rows) (r.kind == kData ? want_data : want_control).push_back(r);
+    CHECK(all.items() == rows);
+    CHECK(data.items() == want_data);
+    CHECK(narrowed.items() == want_data);
+    auto got_control = control.items();
+    std::sort(got_control.begin(), got_control.end(), canonical_less);
+    CHECK(got_control == want_control);
+    CHECK(h.counters("control").in == want_control.size());
+  }
+}
+
+// ==================================================================================
+// (j) stop() and the idle watermark
+// ==================================================================================
+
+TEST_CASE("stop() from another thread ends a never-ending source; run() returns after flushing") {
+  for (int threads : {1, 4}) {
+    CAPTURE(threads);
+    Log<Row> sink;
+    std::atomic<int64_t> pushed{0};
+    // A lateness longer than the run: nothing is released before end of input,
+    // so everything the sink gets was flushed by stop().
+    Harness h(Config{.threads = threads, .lateness_ns = INT64_C(1) << 50, .queue_capacity = 1024});
+    h.source("src", endless(8, 1'000'000, &pushed))
+        .op("sum", {"src"}, keyed([](const rt::OperatorContext&) { return std::make_unique<Slow>(0us); }))
+        .op("sink", {"sum"}, single(collect(&sink)), mask(kOut));
+    std::thread stopper([&] {
+      eventually([&] { return pushed.load() >= 2000; });
+      h.ex.stop();
+    });
+    h.run();
+    stopper.join();
+    CHECK(h.ex.stop_requested());
+    CHECK(pushed.load() >= 2000);
+    auto out = sink.items();
+    CHECK(static_cast<int64_t>(out.size()) == pushed.load());  // every pushed row was flushed
+    CHECK(std::is_sorted(out.begin(), out.end(), canonical_less));
+    if (!out.empty()) CHECK(out.back().value == pushed.load() - 1);
+  }
+}
+
+TEST_CASE("stop() wakes a source through interrupt(), and what it pushed is flushed") {
+  for (int threads : {1, 4}) {
+    CAPTURE(threads);
+    WaitForInterrupt waiter;
+    Signal pushed;
+    Log<Row> sink;
+    Harness h(Config{.threads = threads, .lateness_ns = 1'000'000'000});
+    h.source(
+         "src",
+         [&](rt::SourceOutput<Row>& out) {
+           std::vector<Row> b;
+           for (int i = 0; i < 10; ++i) b.push_back(Row{i, 0, kData, 0, i});
+           out.push(b);
+           pushed.set();
+           waiter.wait(10s);
+         },
+         [&] { waiter.interrupt(); })
+        .op("sink", {"src"}, single(collect(&sink)));
+    std::thread stopper([&] {
+      pushed.wait();
+      h.ex.stop();
+    });
+    auto started = std::chrono::steady_clock::now();
+    h.run();
+    stopper.join();
+    CHECK_FALSE(waiter.timed_out.load());
+    CHECK(std::chrono::steady_clock::now() - started < 5s);
+    CHECK(sink.size() == 10);
+  }
+}
+
+TEST_CASE("a source idle past the idle timeout lets the watermark follow the wall clock") {
+  // Rows a second old with a lateness of an hour: only the idle watermark
+  // (wall clock - 50 ms) can release them before end of input.
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  for (int threads : kConcurrentThreads) {
+    CAPTURE(threads);
+    Log<Row> sink;
+    std::atomic<bool> released_while_running{false};
+    Harness h(Config{.threads = threads, .lateness_ns = INT64_C(3600'000'000'000), .idle_timeout_ns = 50'000'000});
+    h.source("src", [&](rt::SourceOutput<Row>& out) {
+       std::vector<Row> b;
+       for (int i = 0; i < 5; ++i) b.push_back(Row{now - 1'000'000'000 + i, 0, kData, 0, i});
+       out.push(b);
+       // Not yet idle: idle() right after data does nothing.
+       out.idle();
+       bool early = sink.size() != 0;
+       released_while_running = !early && eventually([&] {
+         out.idle();
+         return sink.size() == 5;
+       }, 5s);
+     }).op("sink", {"src"}, single(collect(&sink)));
+    h.run();
+    CHECK(released_while_running.load());
+    CHECK(sink.size() == 5);
+  }
+}
+
+// ==================================================================================
+// Threads
+// ==================================================================================
+
+TEST_CASE("with threads = 1, rows are processed while the source is still running") {
+  // Regression test, fixed (was: runtime/executor.h, Executor::run, `std::make_unique<tbb::task_arena>(opts_.threads)`):
+  // a task_arena reserves one of its `threads` slots for an application
+  // thread by default, and no application thread enters the arena while the
+  // sources run (the calling thread waits in join_sources(), outside it). So
+  // at most threads - 1 TBB workers drain partitions during a run, and with
+  // threads = 1 none does: rows wait until the queue is full (`block`; the
+  // source thread then drains inline) or are shed (`shed`), and a live source
+  // gets no output at all until it ends. Fix: `tbb::task_arena(opts_.threads, 0)`
+  // (no slot reserved; checked: with it this test passes, and so does the
+  // whole file with threads = 1 added wherever kConcurrentThreads is used).
+  for (auto overflow : {rt::OverflowPolicy::kBlock, rt::OverflowPolicy::kShed}) {
+    CAPTURE(overflow == rt::OverflowPolicy::kShed);
+    Log<Row> sink;
+    std::atomic<bool> processed_while_running{false};
+    Harness h(Config{.threads = 1, .lateness_ns = 0, .overflow = overflow});
+    h.source("src", [&](rt::SourceOutput<Row>& out) {
+       std::vector<Row> b = {Row{1, 0, kData, 0, 0}, Row{2, 0, kData, 0, 1}};
+       out.push(b);  // its watermark releases row 0
+       processed_while_running = eventually([&] { return sink.size() == 1; }, 2s);
+     }).op("sink", {"src"}, single(collect(&sink)));
+    h.run();
+    CHECK(processed_while_running.load());
+    CHECK(sink.size() == 2);
+  }
+}
+
+// ==================================================================================
+// Edge cases of time
+// ==================================================================================
+
+TEST_CASE("a row at the very end of time is not lost and does not break an internal invariant") {
+  // Regression test, fixed (was: runtime/executor.h, Executor::advance, the RUNLENS_CHECK "rows remained
+  // after the final watermark"): a row whose time is kEndOfTime (INT64_MAX) is
+  // accepted by the source (it is not late), but the final watermark releases
+  // only rows with time < kEndOfTime, so it stays pending and the check fires:
+  // run() throws InternalError on input from outside. Fix: release every
+  // pending row at kEndOfTime (`t < wm || wm == kEndOfTime` in advance), or
+  // dead-letter such rows in Output::push as out of range.
+  Log<Row> sink;
+  Harness h(Config{.threads = 2, .lateness_ns = 0});
+  h.source("src", push_in_batches({Row{5, 0, kData, 0, 0}, Row{rt::kEndOfTime, 0, kData, 0, 1}}, 4096))
+      .op("sink", {"src"}, single(collect(&sink)));
+  CHECK_NOTHROW(h.run());
+  CHECK(sink.size() + h.dead.log.size() == 2);
+}
+
+TEST_CASE("rows at the beginning of time and negative times are processed in order") {
+  std::vector<Row> rows = {Row{-5, 0, kData, 0, 0}, Row{rt::kBeginningOfTime, 0, kData, 0, 1},
+                           Row{-1'000'000, 0, kData, 0, 2}, Row{0, 0, kData, 0, 3}};
+  Log<Row> sink;
+  // Lateness as large as it gets: the watermark saturates at the beginning of time.
+  Harness h(Config{.threads = 2, .lateness_ns = rt::kEndOfTime});
+  h.source("src", push_in_batches(rows, 1)).op("sink", {"src"}, single(collect(&sink)));
+  h.run();
+  std::vector<Row> expected = rows;
+  std::sort(expected.begin(), expected.end(), canonical_less);
+  CheckSameRows(sink.items(), expected);
+  CHECK(h.dead.log.size() == 0);
+}
+
+}  // namespace
