@@ -1,0 +1,436 @@
+"""runlens training-side SDK.
+
+Telemetry never breaks training: every call here that the training loop makes
+returns quickly and never raises because of telemetry (bad endpoint, dead or
+slow collector, a value that does not convert). Events go into bounded
+lock-free rings of the C++ core (runlens._native) and a background thread
+ships them to the collector as Cap'n Proto batches over ZeroMQ PUSH; when the
+rings are full, new events are dropped and counted by priority.
+
+    import runlens
+    em = runlens.Emitter("tcp://127.0.0.1:5555", run_id="r1", rank=rank,
+                         world_size=4, node="node-0", gpu=rank,
+                         config={"lr": 1e-3})      # rank 0 sends run_start
+    with em.step(step) as s:                      # times the whole step
+        with s.phase("data"):      batch = next(it)
+        with s.phase("forward"):   out = model(batch)
+        with s.phase("backward"):  loss.backward()
+        with s.phase("optimizer"): opt.step()
+        s.train(loss=loss.item(), lr=lr, grad_norm=gn, tokens=n)
+    em.event("config_change", key="lr", old=1e-3, new=1e-2)
+    em.close()                                    # rank 0 sends run_end
+
+See docs/sdk.md for the full contract.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+import weakref
+
+from . import _native
+from ._native import decode_batch
+
+__all__ = [
+    "Emitter",
+    "StepScope",
+    "decode_batch",
+    "FIELDS",
+    "PHASE_FIELDS",
+    "DEFAULT_ENDPOINT",
+]
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+
+#: Field names each event type accepts (JSONL contract names).
+FIELDS = {kind: frozenset(names) for kind, names in _native.FIELDS.items()}
+
+#: Phase names that fill a field of the step event; other phase names are
+#: timed (StepScope.phases) but not sent.
+PHASE_FIELDS = {
+    "data": "data_wait_ms",
+    "forward": "forward_ms",
+    "backward": "backward_ms",
+    "optimizer": "optimizer_ms",
+    "comm": "comm_ms",
+}
+
+# What StepScope.train()/set() route where. `step` is the scope's own and
+# `time_ns` is the step's end, so neither can be set through a scope.
+_STEP_ONLY = FIELDS["step"] - {"step", "time_ns"}
+_TRAIN_ONLY = FIELDS["train"] - {"step", "time_ns"}
+
+_perf_ns = time.perf_counter_ns
+
+
+def __getattr__(name):
+    # `runlens.torch` without importing torch for users who never touch it.
+    if name == "torch":
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'runlens' has no attribute {name!r}")
+
+
+def _failure_kind(exc_type, exc):
+    """The `event` kind for an exception leaving a step, or None for the
+    exceptions that end a loop normally."""
+    if exc_type is None or issubclass(exc_type, (StopIteration, StopAsyncIteration, GeneratorExit)):
+        return None
+    if not issubclass(exc_type, Exception):
+        return "abort"  # KeyboardInterrupt, SystemExit
+    text = f"{exc_type.__name__} {exc}".lower()
+    if "outofmemory" in text or "out of memory" in text:
+        return "oom"
+    if "nccl" in text and ("timeout" in text or "timed out" in text):
+        return "nccl_timeout"
+    return "exception"
+
+
+class _State:
+    """What the emitter's finalizer needs; kept apart from the Emitter so the
+    finalizer holds no reference to it."""
+
+    __slots__ = ("native", "closed", "result", "failed", "reason", "close_timeout", "lock")
+
+    def __init__(self, native, close_timeout):
+        self.native = native
+        self.closed = False
+        self.result = False
+        self.failed = False
+        self.reason = ""
+        self.close_timeout = close_timeout
+        self.lock = threading.Lock()
+
+
+def _close_state(state, timeout=None, status=None, reason=None):
+    # Held for the whole close, so a second caller waits and gets the result.
+    with state.lock:
+        if state.closed:
+            return state.result
+        state.closed = True
+        if status is None:
+            status = "failed" if state.failed else "completed"
+        if reason is None:
+            reason = state.reason
+        try:
+            timeout = state.close_timeout if timeout is None else float(timeout)
+            state.result = bool(state.native.close(timeout, str(status), str(reason or "")))
+        except Exception:
+            state.result = False
+        return state.result
+
+
+class Emitter:
+    """Sends this rank's telemetry. See the module docstring and docs/sdk.md.
+
+    Raises ValueError/TypeError only for arguments that are wrong whatever the
+    network does (missing run_id, rank outside [0, world_size)); an endpoint
+    that cannot be used never raises: stats()["connect_error"] says why and
+    every event is dropped and counted.
+    """
+
+    def __init__(
+        self,
+        endpoint=None,
+        *,
+        run_id,
+        rank=0,
+        world_size=1,
+        node=None,
+        gpu=None,
+        tenant=None,
+        config=None,
+        experiment_id=None,
+        job_id=None,
+        model_id=None,
+        model_version=None,
+        dataset_version=None,
+        code_commit=None,
+        gpu_peak_flops=None,
+        model_flops_per_token=None,
+        ranks=None,
+        buffer_capacity=None,
+        batch_size=256,
+        flush_interval_ms=50.0,
+        send_hwm=64,
+        close_timeout=2.0,
+    ):
+        if endpoint is None:
+            endpoint = os.environ.get("RUNLENS_ENDPOINT", DEFAULT_ENDPOINT)
+        if not run_id:
+            raise ValueError("runlens.Emitter: run_id is required")
+        native = _native.Emitter(
+            str(endpoint),
+            str(run_id),
+            int(rank),
+            int(world_size),
+            node=str(node or ""),
+            gpu=None if gpu is None else int(gpu),
+            tenant=str(tenant or ""),
+            config=dict(config) if config else None,
+            experiment_id=str(experiment_id or ""),
+            job_id=str(job_id or ""),
+            model_id=str(model_id or ""),
+            model_version=str(model_version or ""),
+            dataset_version=str(dataset_version or ""),
+            code_commit=str(code_commit or ""),
+            gpu_peak_flops=gpu_peak_flops,
+            model_flops_per_token=model_flops_per_token,
+            ranks=list(ranks) if ranks else None,
+            buffer_capacity=buffer_capacity,
+            batch_size=int(batch_size),
+            flush_interval_ms=float(flush_interval_ms),
+            send_hwm=int(send_hwm),
+        )
+        self.run_id = str(run_id)
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self._native = native
+        self._state = _State(native, float(close_timeout))
+        # Closes with run_end at garbage collection or interpreter exit when
+        # close() was never called: "failed" when the last step scope ended in
+        # a failure, "completed" otherwise.
+        self._finalizer = weakref.finalize(self, _close_state, self._state)
+        self._current = None  # innermost open StepScope
+        self._observers = []
+        self._warned = set()
+        self._sdk_errors = 0
+        self._unknown_fields = 0
+
+    # --- steps ---------------------------------------------------------------
+
+    def step(self, step, **fields):
+        """A context manager that times one training step on this rank and
+        sends its `step` event (and `train` event, when train metrics were
+        given) when it exits. `fields` preset step or train fields."""
+        scope = StepScope(self, step)
+        if fields:
+            scope.set(**fields)
+        return scope
+
+    @property
+    def current_step(self):
+        """The step number of the innermost open step scope, or None."""
+        scope = self._current
+        return None if scope is None else scope.step
+
+    # --- events --------------------------------------------------------------
+
+    def emit(self, type, **fields):
+        """Send one event of a contract type (step, train, data, collective,
+        checkpoint, event) with JSONL-named fields. Returns True when it was
+        queued, False when it was dropped; never raises."""
+        try:
+            known = FIELDS.get(type)
+            if known is None:
+                self._warn_once(("type", type), f"runlens: unknown event type {type!r}; not sent")
+                return False
+            if not known.issuperset(fields):
+                for name in fields.keys() - known:
+                    self._warn_once((type, name), f"runlens: {type} has no field {name!r}; it is not sent")
+                    self._unknown_fields += 1
+                    del fields[name]
+            return self._native.emit(type, fields)
+        except Exception:
+            self._sdk_errors += 1
+            return False
+
+    def event(self, kind, **fields):
+        """An `event` (oom, xid, exception, nccl_timeout, abort, restart,
+        config_change, ...). step defaults to the open step scope's."""
+        if "step" not in fields and self._current is not None:
+            fields["step"] = self._current.step
+        return self.emit("event", kind=kind, **fields)
+
+    def train(self, step, **fields):
+        return self.emit("train", step=step, **fields)
+
+    def data(self, step, **fields):
+        return self.emit("data", step=step, **fields)
+
+    def collective(self, step, **fields):
+        return self.emit("collective", step=step, **fields)
+
+    def checkpoint(self, **fields):
+        return self.emit("checkpoint", **fields)
+
+    # --- lifecycle -----------------------------------------------------------
+
+    def close(self, timeout=None, status=None, reason=None):
+        """Flush within `timeout` seconds (default close_timeout) and stop.
+        Rank 0 sends run_end with `status` (default "failed" when the last
+        step scope ended in a failure, else "completed") and `reason`.
+        Returns True when nothing was dropped at close. Safe to call twice;
+        never raises."""
+        try:
+            self._finalizer.detach()
+            return _close_state(self._state, timeout, status, reason)
+        except Exception:
+            self._sdk_errors += 1
+            return False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if _failure_kind(exc_type, exc) is not None:
+            self.close(status="failed", reason=f"{exc_type.__name__}: {exc}")
+        else:
+            self.close()
+        return False
+
+    def stats(self):
+        """Counters: emitted and dropped by priority (p0..p3), sent,
+        batches_sent, send_retries, send_errors, truncated_texts,
+        invalid_fields, unknown_fields, sdk_errors, connect_error, closed."""
+        try:
+            stats = self._native.stats()
+        except Exception:
+            stats = {}
+        stats["unknown_fields"] = self._unknown_fields
+        stats["sdk_errors"] = self._sdk_errors
+        return stats
+
+    # --- for runlens.torch and other integrations ----------------------------
+
+    def add_observer(self, observer):
+        """observer.step_begin(scope) and observer.step_end(scope) run at the
+        start and end of every step scope, before its events are sent; what
+        they raise is caught and counted in stats()["sdk_errors"]."""
+        self._observers.append(observer)
+
+    def _warn_once(self, key, message):
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        try:
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
+        except Exception:  # -W error must not turn a typo into a crash
+            pass
+
+
+class _Phase:
+    __slots__ = ("_scope", "_name", "_t0")
+
+    def __init__(self, scope, name):
+        self._scope = scope
+        self._name = name
+
+    def __enter__(self):
+        self._t0 = _perf_ns()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        ms = (_perf_ns() - self._t0) / 1e6
+        phases = self._scope.phases
+        phases[self._name] = phases.get(self._name, 0.0) + ms
+        return False
+
+
+class StepScope:
+    """One training step on this rank (from Emitter.step).
+
+    phases: name -> total milliseconds of s.phase(name) blocks in this step,
+    all names, including those that are not sent.
+    """
+
+    __slots__ = ("_emitter", "step", "phases", "_step", "_train", "_extra_ms", "_t0", "step_ms", "_previous")
+
+    def __init__(self, emitter, step):
+        self._emitter = emitter
+        self.step = step
+        self.phases = {}
+        self._step = {}
+        self._train = {}
+        self._extra_ms = {}
+        self._t0 = None
+        self.step_ms = None
+        self._previous = None
+
+    def phase(self, name):
+        """Times a block. data, forward, backward, optimizer and comm fill
+        data_wait_ms, forward_ms, backward_ms, optimizer_ms and comm_ms;
+        repeated phases add up."""
+        return _Phase(self, name)
+
+    def train(self, **fields):
+        """Train metrics of this step (loss, val_loss, lr, grad_norm,
+        weight_norm, loss_scale, nan_count, inf_count); tokens, samples,
+        seq_len and dataset_shard go on the step event."""
+        self._route(fields)
+
+    def set(self, **fields):
+        """Step fields (tokens, samples, seq_len, dataset_shard, mem_*, or a
+        *_ms to override a timing); train fields go on the train event."""
+        self._route(fields)
+
+    def add_ms(self, field, ms):
+        """Adds `ms` to a *_ms step field on top of what phases measure
+        (runlens.torch adds the all-reduce wait to comm_ms this way)."""
+        self._extra_ms[field] = self._extra_ms.get(field, 0.0) + ms
+
+    def _route(self, fields):
+        em = self._emitter
+        for name, value in fields.items():
+            if name in _TRAIN_ONLY:
+                self._train[name] = value
+            elif name in _STEP_ONLY:
+                self._step[name] = value
+            else:
+                em._unknown_fields += 1
+                em._warn_once(("scope", name), f"runlens: a step has no field {name!r}; it is not sent")
+
+    def __enter__(self):
+        em = self._emitter
+        self._previous = em._current
+        em._current = self
+        for observer in em._observers:
+            try:
+                observer.step_begin(self)
+            except Exception:
+                em._sdk_errors += 1
+        self._t0 = _perf_ns()
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        t1 = _perf_ns()
+        em = self._emitter
+        em._current = self._previous
+        try:
+            self.step_ms = (t1 - self._t0) / 1e6
+            kind = _failure_kind(exc_type, exc)
+            if exc_type is not None:
+                if kind is not None:
+                    # The step did not complete: no step event, a P0 event instead.
+                    em._state.failed = True
+                    em._state.reason = f"{exc_type.__name__}: {exc}"
+                    em.emit("event", kind=kind, step=self.step, message=em._state.reason)
+                return False
+            for observer in em._observers:
+                try:
+                    observer.step_end(self)
+                except Exception:
+                    em._sdk_errors += 1
+            fields = {"step_ms": self.step_ms}
+            for name, field in PHASE_FIELDS.items():
+                ms = self.phases.get(name)
+                if ms is not None:
+                    fields[field] = ms
+            for field, ms in self._extra_ms.items():
+                fields[field] = fields.get(field, 0.0) + ms
+            fields.update(self._step)  # explicit values win over measured ones
+            fields["step"] = self.step
+            em._state.failed = False  # a later step completed: the run went on
+            # Straight to the native emitter: _route already checked the names.
+            em._native.emit("step", fields)
+            if self._train:
+                train = dict(self._train)
+                train["step"] = self.step
+                em._native.emit("train", train)
+        except Exception:
+            em._sdk_errors += 1
+        return False

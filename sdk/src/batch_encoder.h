@@ -1,0 +1,30 @@
+// Turns drained slots into one Cap'n Proto `Batch` message in standard
+// single-segment-table framing (what capnp::messageToFlatArray writes), the
+// unit one ZeroMQ frame carries. Runs on the exporter thread only.
+#pragma once
+
+#include <capnp/common.h>
+#include <kj/array.h>
+
+#include <cstddef>
+#include <span>
+
+#include "runlens/sdk.h"
+#include "slot.h"
+
+namespace runlens::sdk {
+
+class BatchEncoder {
+ public:
+  // Keeps a reference: the options outlive the encoder (both belong to the Emitter).
+  explicit BatchEncoder(const EmitterOptions& options) : options_(options) {}
+
+  // May throw kj::Exception or std::bad_alloc; the exporter catches, counts
+  // and drops the batch.
+  kj::Array<capnp::word> Encode(std::span<const Slot> slots) const;
+
+ private:
+  const EmitterOptions& options_;
+};
+
+}  // namespace runlens::sdk

@@ -1,0 +1,546 @@
+#include <zmq.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "batch_encoder.h"
+#include "event_ring.h"
+#include "presence.h"
+#include "runlens/sdk.h"
+#include "slot.h"
+
+namespace runlens::sdk {
+namespace {
+
+namespace p = presence;
+using SteadyClock = std::chrono::steady_clock;
+
+int64_t WallClockNs() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+template <class T, class U>
+void SetIf(uint32_t& present, uint32_t bit, T& field, const std::optional<U>& value) noexcept {
+  if (value) {
+    field = static_cast<T>(*value);
+    present |= bit;
+  }
+}
+
+void SetText(Slot& slot, uint32_t& present, uint32_t bit, TextRef& field,
+             std::string_view value) noexcept {
+  if (value.empty()) return;
+  field = slot.PutText(value);
+  if (field.size != 0) present |= bit;
+}
+
+void SetValue(Slot& slot, uint32_t& present, uint32_t bit, ValueSlot& field,
+              const EventValue& value) noexcept {
+  if (const double* number = std::get_if<double>(&value)) {
+    field.kind = ValueKind::kNumber;
+    field.number = *number;
+    present |= bit;
+  } else if (const std::string_view* text = std::get_if<std::string_view>(&value)) {
+    field.kind = ValueKind::kText;
+    field.text = slot.PutText(*text);
+    present |= bit;
+  } else {
+    field.kind = ValueKind::kNone;
+  }
+}
+
+// Every slot starts like this; a slot is reused memory, so nothing may be
+// left from the event that held it before.
+void StartSlot(Slot& slot, SlotKind kind, const std::optional<int64_t>& time_ns) noexcept {
+  slot.time_ns = time_ns ? *time_ns : WallClockNs();
+  slot.kind = kind;
+  slot.truncated = false;
+  slot.text_used = 0;
+}
+
+constexpr bool NonFinite(const std::optional<double>& v) { return v && !std::isfinite(*v); }
+
+}  // namespace
+
+Priority PriorityOf(const Train& t) noexcept {
+  const bool failing = NonFinite(t.loss) || NonFinite(t.grad_norm) || t.nan_count.value_or(0) > 0 ||
+                       t.inf_count.value_or(0) > 0;
+  return failing ? Priority::kP0 : Priority::kP1;
+}
+
+Priority PriorityOf(const Checkpoint& c) noexcept {
+  return c.ok.has_value() && !*c.ok ? Priority::kP0 : Priority::kP1;
+}
+
+Priority PriorityOfEventKind(std::string_view kind) noexcept {
+  static constexpr std::string_view kFailures[] = {"oom",          "xid",   "exception",
+                                                   "nccl_timeout", "abort", "restart"};
+  for (std::string_view failure : kFailures) {
+    if (kind == failure) return Priority::kP0;
+  }
+  return kind == "config_change" ? Priority::kP1 : Priority::kP3;
+}
+
+class Emitter::Impl {
+ public:
+  explicit Impl(EmitterOptions options) : options_(std::move(options)), encoder_(options_) {
+    if (options_.run_id.empty()) throw std::invalid_argument("runlens Emitter: run_id is required");
+    if (options_.world_size < 1) {
+      throw std::invalid_argument("runlens Emitter: world_size must be at least 1, got " +
+                                  std::to_string(options_.world_size));
+    }
+    if (options_.rank < 0 || options_.rank >= options_.world_size) {
+      throw std::invalid_argument("runlens Emitter: rank must be in [0, world_size), got rank " +
+                                  std::to_string(options_.rank) + " with world_size " +
+                                  std::to_string(options_.world_size));
+    }
+    options_.batch_size = std::max<uint32_t>(options_.batch_size, 1);
+    options_.flush_interval = std::max(options_.flush_interval, std::chrono::milliseconds(1));
+    for (size_t i = 0; i < kPriorities; ++i) {
+      rings_[i] = std::make_unique<EventRing>(std::max<uint32_t>(options_.buffer_capacity[i], 2));
+    }
+    wake_mask_ = std::bit_ceil(size_t{options_.batch_size}) - 1;
+    OpenSocket();
+    if (options_.rank == 0) {
+      Push(Priority::kP0, [](Slot& slot) { StartSlot(slot, SlotKind::kRunStart, std::nullopt); });
+    }
+    try {
+      exporter_ = std::thread([this] { Run(); });
+    } catch (const std::system_error& e) {
+      // No exporter: events fill the rings and are dropped; Close() still
+      // releases ZeroMQ.
+      connect_error_ = std::string("cannot start the exporter thread: ") + e.what();
+    }
+  }
+
+  ~Impl() { Close(kDefaultCloseTimeout, "completed", {}); }
+
+  // The hot path: one ring claim, a fill in place, a release store.
+  template <class Fill>
+  bool Push(Priority priority, Fill&& fill) noexcept {
+    const auto index = static_cast<size_t>(priority);
+    if (closing_.load(std::memory_order_relaxed)) {
+      Reject(index);
+      return false;
+    }
+    bool truncated = false;
+    const bool taken = rings_[index]->TryPush([&](Slot& slot) {
+      fill(slot);
+      truncated = slot.truncated;
+    });
+    if (!taken) {
+      Reject(index);
+      return false;
+    }
+    if (truncated) truncated_texts_.fetch_add(1, std::memory_order_relaxed);
+    // Wake the exporter for every P0 event, and once per batch's worth of the
+    // others so a burst is shipped before the ring fills; otherwise it wakes
+    // by itself every flush_interval. notify_one costs a futex call only when
+    // the exporter is actually asleep.
+    if (priority == Priority::kP0 || (rings_[index]->pushed() & wake_mask_) == 0) Wake();
+    return true;
+  }
+
+  bool Invalid() noexcept {
+    invalid_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+
+  // An event that never got into a ring still counts as emitted, so that
+  // after close sum(emitted) == sent + sum(dropped).
+  void Reject(size_t index) noexcept {
+    rejected_[index].count.fetch_add(1, std::memory_order_relaxed);
+    dropped_[index].count.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  bool Close(std::chrono::milliseconds timeout, std::string_view status,
+             std::string_view reason) noexcept {
+    // A second close (or the destructor after close) waits for the first
+    // one on the mutex and reports its result.
+    std::lock_guard lock(close_mu_);
+    if (close_started_) return clean_close_;
+    close_started_ = true;
+    closing_.store(true, std::memory_order_relaxed);
+    if (options_.rank == 0) {
+      StartSlot(run_end_, SlotKind::kRunEnd, std::nullopt);
+      run_end_.run_end.status = run_end_.PutText(status);
+      run_end_.run_end.reason = run_end_.PutText(reason);
+      run_end_wanted_ = true;
+      // Counted as taken in, like every other event, though it skips the rings.
+      run_end_emitted_.store(1, std::memory_order_relaxed);
+    }
+    deadline_ = SteadyClock::now() + std::max(timeout, std::chrono::milliseconds(0));
+    stop_.store(true, std::memory_order_release);
+    Wake();
+    if (exporter_.joinable()) {
+      exporter_.join();
+    } else {
+      Shutdown();  // the thread never started
+    }
+    clean_close_ = dropped_at_close_ == 0;
+    return clean_close_;
+  }
+
+  Stats GetStats() const noexcept {
+    Stats s;
+    for (size_t i = 0; i < kPriorities; ++i) {
+      s.emitted[i] = rings_[i]->pushed() + rejected_[i].count.load(std::memory_order_relaxed);
+      s.dropped[i] = dropped_[i].count.load(std::memory_order_relaxed);
+    }
+    s.emitted[0] += run_end_emitted_.load(std::memory_order_relaxed);
+    s.sent = sent_.load(std::memory_order_relaxed);
+    s.batches_sent = batches_sent_.load(std::memory_order_relaxed);
+    s.send_retries = send_retries_.load(std::memory_order_relaxed);
+    s.send_errors = send_errors_.load(std::memory_order_relaxed);
+    s.truncated_texts = truncated_texts_.load(std::memory_order_relaxed);
+    s.invalid = invalid_.load(std::memory_order_relaxed);
+    s.connect_error = connect_error_;  // written once, before the exporter starts
+    s.closed = stopped_.load(std::memory_order_acquire);
+    return s;
+  }
+
+  const EmitterOptions& options() const noexcept { return options_; }
+
+ private:
+  using Counts = std::array<uint64_t, kPriorities>;
+
+  struct PendingBatch {
+    kj::Array<capnp::word> words;
+    Counts counts{};
+    uint64_t events = 0;
+  };
+
+  // Opened here rather than on the exporter thread so that a bad endpoint
+  // shows in stats() as soon as the constructor returns. zmq_connect does not
+  // block: TCP name resolution and connecting happen on ZeroMQ's I/O thread.
+  void OpenSocket() {
+    context_ = zmq_ctx_new();
+    if (context_ == nullptr) {
+      connect_error_ = std::string("zmq_ctx_new: ") + zmq_strerror(errno);
+      return;
+    }
+    socket_ = zmq_socket(context_, ZMQ_PUSH);
+    if (socket_ == nullptr) {
+      connect_error_ = std::string("zmq_socket: ") + zmq_strerror(errno);
+      return;
+    }
+    // Bounded everywhere: ZeroMQ queues at most send_hwm batches; a dead
+    // collector is retried at most every 2 s; close() sets the real linger.
+    const int hwm = std::max(options_.send_hwm, 1);
+    const int linger = 0;
+    const int reconnect_max_ms = 2000;
+    zmq_setsockopt(socket_, ZMQ_SNDHWM, &hwm, sizeof hwm);
+    zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(socket_, ZMQ_RECONNECT_IVL_MAX, &reconnect_max_ms, sizeof reconnect_max_ms);
+    if (zmq_connect(socket_, options_.endpoint.c_str()) != 0) {
+      connect_error_ = "cannot use endpoint '" + options_.endpoint + "': " + zmq_strerror(errno);
+      zmq_close(socket_);
+      socket_ = nullptr;
+    }
+  }
+
+  void Wake() noexcept {
+    wake_.store(true, std::memory_order_release);
+    wake_cv_.notify_one();
+  }
+
+  void Sleep(std::chrono::milliseconds d) {
+    std::unique_lock lock(wake_mu_);
+    wake_cv_.wait_for(lock, d, [this] { return wake_.exchange(false, std::memory_order_acq_rel); });
+  }
+
+  void Drop(const Counts& counts, bool at_close) noexcept {
+    for (size_t i = 0; i < kPriorities; ++i) {
+      if (counts[i] == 0) continue;
+      dropped_[i].count.fetch_add(counts[i], std::memory_order_relaxed);
+      if (at_close) dropped_at_close_ += counts[i];
+    }
+  }
+
+  // Fills `batch` with up to batch_size events, P0 first.
+  size_t Collect(std::vector<Slot>& batch, Counts& counts) noexcept {
+    counts = {};
+    size_t n = 0;
+    for (size_t i = 0; i < kPriorities; ++i) {
+      while (n < batch.size() && rings_[i]->TryPop(batch[n])) {
+        ++counts[i];
+        ++n;
+      }
+    }
+    return n;
+  }
+
+  // true when the pending batch is gone (sent, or dropped on a hard error).
+  bool TrySendPending() noexcept {
+    const auto bytes = pending_->words.asBytes();
+    if (zmq_send(socket_, bytes.begin(), bytes.size(), ZMQ_DONTWAIT) >= 0) {
+      sent_.fetch_add(pending_->events, std::memory_order_relaxed);
+      batches_sent_.fetch_add(1, std::memory_order_relaxed);
+      pending_.reset();
+      return true;
+    }
+    const int error = errno;
+    if (error == EAGAIN || error == EINTR) {
+      send_retries_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    send_errors_.fetch_add(1, std::memory_order_relaxed);
+    Drop(pending_->counts, stop_.load(std::memory_order_relaxed));
+    pending_.reset();
+    return true;
+  }
+
+  void Run() noexcept {
+    std::vector<Slot> batch(options_.batch_size);
+    Counts counts{};
+    for (;;) {
+      const bool stopping = stop_.load(std::memory_order_acquire);
+      if (stopping && SteadyClock::now() >= deadline_) break;
+      if (pending_ && !TrySendPending()) {
+        // ZeroMQ's queue is full (collector slow or gone): keep the batch and
+        // stop draining, so the rings fill and new events are the ones dropped.
+        Sleep(stopping ? std::chrono::milliseconds(2) : options_.flush_interval);
+        continue;
+      }
+      size_t n = Collect(batch, counts);
+      // run_end goes last, in the batch that empties the rings.
+      if (stopping && run_end_wanted_ && !run_end_taken_ && n < batch.size()) {
+        batch[n++] = run_end_;
+        ++counts[0];
+        run_end_taken_ = true;
+      }
+      if (n == 0) {
+        if (stopping) break;  // everything is out
+        Sleep(options_.flush_interval);
+        continue;
+      }
+      if (socket_ == nullptr) {
+        Drop(counts, stopping);  // unusable endpoint: drain and count
+        continue;
+      }
+      try {
+        pending_ = PendingBatch{encoder_.Encode(std::span<const Slot>(batch.data(), n)), counts, n};
+      } catch (...) {
+        send_errors_.fetch_add(1, std::memory_order_relaxed);
+        Drop(counts, stopping);
+      }
+    }
+    Shutdown();
+  }
+
+  // Counts what is left as dropped and releases ZeroMQ within the deadline.
+  void Shutdown() noexcept {
+    if (pending_) {
+      Drop(pending_->counts, true);
+      pending_.reset();
+    }
+    Slot slot;
+    for (size_t i = 0; i < kPriorities; ++i) {
+      Counts counts{};
+      while (rings_[i]->TryPop(slot)) ++counts[i];
+      Drop(counts, true);
+    }
+    if (run_end_wanted_ && !run_end_taken_) Drop(Counts{1, 0, 0, 0}, true);
+    if (socket_ != nullptr) {
+      // What ZeroMQ still queues may use what is left of the timeout, no more.
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - SteadyClock::now());
+      const int linger = static_cast<int>(std::max<int64_t>(left.count(), 0));
+      zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
+      zmq_close(socket_);
+      socket_ = nullptr;
+    }
+    if (context_ != nullptr) {
+      zmq_ctx_term(context_);
+      context_ = nullptr;
+    }
+    stopped_.store(true, std::memory_order_release);
+  }
+
+  EmitterOptions options_;
+  BatchEncoder encoder_;
+  std::array<std::unique_ptr<EventRing>, kPriorities> rings_;
+  struct alignas(64) DropCounter {
+    std::atomic<uint64_t> count{0};
+  };
+  std::array<DropCounter, kPriorities> dropped_;   // all drops
+  std::array<DropCounter, kPriorities> rejected_;  // drops at emit (ring full, closed)
+  size_t wake_mask_ = 0;
+
+  // Written by the exporter, read by stats().
+  std::atomic<uint64_t> sent_{0}, batches_sent_{0}, send_retries_{0}, send_errors_{0};
+  std::atomic<uint64_t> truncated_texts_{0};
+  std::atomic<uint64_t> invalid_{0};
+  std::atomic<uint64_t> run_end_emitted_{0};
+  std::atomic<bool> stopped_{false};
+
+  std::string connect_error_;
+  void* context_ = nullptr;
+  void* socket_ = nullptr;
+
+  std::mutex wake_mu_;
+  std::condition_variable wake_cv_;
+  std::atomic<bool> wake_{false};
+
+  // Close: set by the closing thread before stop_ is released.
+  std::atomic<bool> closing_{false};
+  std::atomic<bool> stop_{false};
+  std::mutex close_mu_;
+  SteadyClock::time_point deadline_{};
+  Slot run_end_{};
+  bool run_end_wanted_ = false;
+  bool close_started_ = false;
+  bool clean_close_ = false;
+
+  // Exporter thread only.
+  std::optional<PendingBatch> pending_;
+  bool run_end_taken_ = false;
+  uint64_t dropped_at_close_ = 0;
+  std::thread exporter_;
+};
+
+Emitter::Emitter(EmitterOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+
+Emitter::~Emitter() = default;
+
+bool Emitter::emit(const Step& v) noexcept {
+  if (!v.step_ms) return impl_->Invalid();
+  return impl_->Push(Priority::kP1, [&](Slot& slot) {
+    StartSlot(slot, SlotKind::kStep, v.time_ns);
+    StepBody& b = slot.step;
+    b.present = p::step::kRunId | p::step::kRank | p::step::kStep | p::step::kStepMs;
+    b.step = v.step;
+    b.step_ms = *v.step_ms;
+    SetIf(b.present, p::step::kForwardMs, b.forward_ms, v.forward_ms);
+    SetIf(b.present, p::step::kBackwardMs, b.backward_ms, v.backward_ms);
+    SetIf(b.present, p::step::kOptimizerMs, b.optimizer_ms, v.optimizer_ms);
+    SetIf(b.present, p::step::kCommMs, b.comm_ms, v.comm_ms);
+    SetIf(b.present, p::step::kDataWaitMs, b.data_wait_ms, v.data_wait_ms);
+    SetIf(b.present, p::step::kTokens, b.tokens, v.tokens);
+    SetIf(b.present, p::step::kSamples, b.samples, v.samples);
+    SetIf(b.present, p::step::kSeqLen, b.seq_len, v.seq_len);
+    SetText(slot, b.present, p::step::kDatasetShard, b.dataset_shard, v.dataset_shard);
+    SetIf(b.present, p::step::kMemAllocatedBytes, b.mem_allocated_bytes, v.mem_allocated_bytes);
+    SetIf(b.present, p::step::kMemReservedBytes, b.mem_reserved_bytes, v.mem_reserved_bytes);
+    SetIf(b.present, p::step::kMemPeakBytes, b.mem_peak_bytes, v.mem_peak_bytes);
+  });
+}
+
+bool Emitter::emit(const Train& v) noexcept {
+  return impl_->Push(PriorityOf(v), [&](Slot& slot) {
+    StartSlot(slot, SlotKind::kTrain, v.time_ns);
+    TrainBody& b = slot.train;
+    b.present = p::train::kRunId | p::train::kStep | p::train::kRank;
+    b.step = v.step;
+    SetIf(b.present, p::train::kLoss, b.loss, v.loss);
+    SetIf(b.present, p::train::kValLoss, b.val_loss, v.val_loss);
+    SetIf(b.present, p::train::kLr, b.lr, v.lr);
+    SetIf(b.present, p::train::kGradNorm, b.grad_norm, v.grad_norm);
+    SetIf(b.present, p::train::kWeightNorm, b.weight_norm, v.weight_norm);
+    SetIf(b.present, p::train::kLossScale, b.loss_scale, v.loss_scale);
+    SetIf(b.present, p::train::kNanCount, b.nan_count, v.nan_count);
+    SetIf(b.present, p::train::kInfCount, b.inf_count, v.inf_count);
+  });
+}
+
+bool Emitter::emit(const Data& v) noexcept {
+  return impl_->Push(Priority::kP2, [&](Slot& slot) {
+    StartSlot(slot, SlotKind::kData, v.time_ns);
+    DataBody& b = slot.data;
+    b.present = p::data::kRunId | p::data::kRank;
+    SetIf(b.present, p::data::kStep, b.step, v.step);
+    SetIf(b.present, p::data::kBatchLoadMs, b.batch_load_ms, v.batch_load_ms);
+    SetIf(b.present, p::data::kDecodeMs, b.decode_ms, v.decode_ms);
+    SetIf(b.present, p::data::kTokenizeMs, b.tokenize_ms, v.tokenize_ms);
+    SetIf(b.present, p::data::kPrefetchQueueDepth, b.prefetch_queue_depth, v.prefetch_queue_depth);
+    SetIf(b.present, p::data::kCacheHitRate, b.cache_hit_rate, v.cache_hit_rate);
+    SetIf(b.present, p::data::kStorageReadMs, b.storage_read_ms, v.storage_read_ms);
+    SetIf(b.present, p::data::kBytesRead, b.bytes_read, v.bytes_read);
+    SetText(slot, b.present, p::data::kDatasetShard, b.dataset_shard, v.dataset_shard);
+    SetText(slot, b.present, p::data::kDatasetVersion, b.dataset_version, v.dataset_version);
+  });
+}
+
+bool Emitter::emit(const Collective& v) noexcept {
+  if (!v.latency_ms) return impl_->Invalid();
+  return impl_->Push(Priority::kP2, [&](Slot& slot) {
+    StartSlot(slot, SlotKind::kCollective, v.time_ns);
+    CollectiveBody& b = slot.collective;
+    b.present = p::collective::kRunId | p::collective::kRank | p::collective::kLatencyMs;
+    b.latency_ms = *v.latency_ms;
+    SetIf(b.present, p::collective::kStep, b.step, v.step);
+    SetText(slot, b.present, p::collective::kOp, b.op, v.op);
+    SetIf(b.present, p::collective::kBytes, b.bytes, v.bytes);
+  });
+}
+
+bool Emitter::emit(const Checkpoint& v) noexcept {
+  if (v.checkpoint_id.empty()) return impl_->Invalid();
+  return impl_->Push(PriorityOf(v), [&](Slot& slot) {
+    StartSlot(slot, SlotKind::kCheckpoint, v.time_ns);
+    CheckpointBody& b = slot.checkpoint;
+    b.present = p::checkpoint::kRunId;
+    SetText(slot, b.present, p::checkpoint::kCheckpointId, b.checkpoint_id, v.checkpoint_id);
+    SetIf(b.present, p::checkpoint::kStep, b.step, v.step);
+    SetIf(b.present, p::checkpoint::kDurationMs, b.duration_ms, v.duration_ms);
+    SetIf(b.present, p::checkpoint::kSizeBytes, b.size_bytes, v.size_bytes);
+    SetIf(b.present, p::checkpoint::kUploadMs, b.upload_ms, v.upload_ms);
+    SetIf(b.present, p::checkpoint::kOk, b.ok, v.ok);
+    SetText(slot, b.present, p::checkpoint::kUri, b.uri, v.uri);
+    SetText(slot, b.present, p::checkpoint::kSha256, b.sha256, v.sha256);
+  });
+}
+
+bool Emitter::emit(const Event& v) noexcept {
+  if (v.kind.empty()) return impl_->Invalid();
+  const EmitterOptions& o = impl_->options();
+  return impl_->Push(PriorityOfEventKind(v.kind), [&](Slot& slot) {
+    StartSlot(slot, SlotKind::kEvent, v.time_ns);
+    EventBody& b = slot.event;
+    b.present = p::occurrence::kKind | p::occurrence::kRunId | p::occurrence::kRank;
+    // kind first: when texts must be cut, the kind is the one to keep whole.
+    b.kind = slot.PutText(v.kind);
+    b.rank = v.rank.value_or(o.rank);
+    b.node = TextRef{0, 0};
+    if (!v.node.empty()) {
+      SetText(slot, b.present, p::occurrence::kNode, b.node, v.node);
+    } else if (!o.node.empty()) {
+      b.present |= p::occurrence::kNode;  // the encoder writes the emitter's node
+    }
+    SetIf(b.present, p::occurrence::kGpu, b.gpu, v.gpu ? v.gpu : o.gpu);
+    SetIf(b.present, p::occurrence::kStep, b.step, v.step);
+    SetIf(b.present, p::occurrence::kCode, b.code, v.code);
+    SetText(slot, b.present, p::occurrence::kKey, b.key, v.key);
+    SetValue(slot, b.present, p::occurrence::kOld, b.old_value, v.old_value);
+    SetValue(slot, b.present, p::occurrence::kNew, b.new_value, v.new_value);
+    // The message last: it is the text most likely to be long.
+    SetText(slot, b.present, p::occurrence::kMessage, b.message, v.message);
+  });
+}
+
+bool Emitter::close(std::chrono::milliseconds timeout, std::string_view status,
+                    std::string_view reason) noexcept {
+  return impl_->Close(timeout, status, reason);
+}
+
+Stats Emitter::stats() const noexcept { return impl_->GetStats(); }
+
+const EmitterOptions& Emitter::options() const noexcept { return impl_->options(); }
+
+}  // namespace runlens::sdk
