@@ -2,6 +2,7 @@
 
 #include "connectors/sinks.h"
 #include "connectors/sources.h"
+#include "connectors/timeline_sink.h"
 
 namespace runlens::connectors {
 
@@ -11,6 +12,7 @@ void RegisterBuiltinConnectors(ops::Registry& registry) {
   RegisterJsonlSink(registry);
   RegisterConsoleSink(registry);
   RegisterZmqPubSink(registry);
+  RegisterTimelineSink(registry);
 }
 
 }  // namespace runlens::connectors

@@ -47,7 +47,9 @@ class FileSource final : public runtime::SourceDef<Record> {
       auto r = InputReader::open(p, &error);
       if (!r) throw runtime::ConfigError({runtime::Diagnostic{{}, "", error}});
       total_bytes += r->bytes();
-      inputs.push_back(Input{std::move(r)});
+      Input in;
+      in.reader = std::move(r);
+      inputs.push_back(std::move(in));
     }
     std::vector<Record> rows;
     std::vector<std::pair<size_t, uint64_t>> where_from;  // (input, position) per row

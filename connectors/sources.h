@@ -32,6 +32,7 @@ struct ZmqSourceOptions {
   int64_t max_frame_bytes = 64 << 20;
   int64_t rcvhwm = 1000;
   int64_t max_future_ns = 600'000'000'000;
+  std::string record;  // recording file for every frame received; empty = none
 };
 std::unique_ptr<runtime::SourceDef<Record>> MakeZmqSource(ZmqSourceOptions options);
 

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "connectors/capnp_codec.h"
+#include "connectors/recording.h"
 #include "connectors/sources.h"
 
 namespace runlens::connectors {
@@ -29,6 +30,15 @@ class ZmqSource final : public runtime::SourceDef<Record> {
       throw runtime::ConfigError({runtime::Diagnostic{
           {}, "sources." + out.node_id(),
           std::string("cannot ") + (o_.bind.empty() ? "connect to " : "bind ") + endpoint + ": " + e.what()}});
+    }
+    // Optionally keep every frame as it came, so a replay of the recording
+    // sees exactly what this live pipeline saw.
+    recording::Writer recorder;
+    if (!o_.record.empty()) {
+      std::string error;
+      if (!recorder.open(o_.record, &error)) {
+        throw runtime::ConfigError({runtime::Diagnostic{{}, "sources." + out.node_id(), error}});
+      }
     }
     std::vector<Record> rows;
     std::vector<capnpc::EventIssue> issues;
@@ -67,6 +77,13 @@ class ZmqSource final : public runtime::SourceDef<Record> {
           continue;
         }
         for (const auto& i : issues) dead(out, where + " event " + std::to_string(i.index), i.reason);
+        if (!o_.record.empty()) {
+          std::string error;
+          std::string bytes(static_cast<const char*>(msg.data()), msg.size());
+          if (!recorder.write_encoded(bytes, static_cast<uint32_t>(rows.size() + issues.size()), &error)) {
+            dead(out, where, "not recorded: " + error);
+          }
+        }
         drop_future(out, rows, where);
         out.push(rows, [&](size_t i) { return where; });
       }
@@ -135,6 +152,7 @@ void RegisterZmqSource(ops::Registry& registry) {
       {"topic", runtime::ParamType::kString, "", "With socket: sub, the topic prefix to subscribe to.", {}, {}, {}},
       {"max_frame_bytes", runtime::ParamType::kInt, "67108864", "Largest frame accepted; larger ones are dead-lettered.", {}, 64, std::nullopt},
       {"rcvhwm", runtime::ParamType::kInt, "1000", "ZeroMQ receive high-water mark, in messages.", {}, 1, std::nullopt},
+      {"record", runtime::ParamType::kString, "", "If set, a recording file that gets every frame received, as received.", {}, {}, {}},
       {"max_future", runtime::ParamType::kDuration, "10m", "Events stamped further ahead of this host's clock are dead-lettered (a bad clock would otherwise make everything else late).", {}, 0, std::nullopt},
   };
   info.emits = ops::kAllContractKinds;
@@ -148,6 +166,7 @@ void RegisterZmqSource(ops::Registry& registry) {
     o.max_frame_bytes = ctx.params->get_int("max_frame_bytes");
     o.rcvhwm = ctx.params->get_int("rcvhwm");
     o.max_future_ns = ctx.params->get_duration_ns("max_future");
+    o.record = ctx.params->get_string("record");
     return MakeZmqSource(std::move(o));
   });
 }

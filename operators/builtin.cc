@@ -1,8 +1,18 @@
+#include "operators/asof_join.h"
+#include "operators/checkpoint_health.h"
+#include "operators/comm_bottleneck.h"
+#include "operators/data_starvation.h"
+#include "operators/gpu_health.h"
+#include "operators/host_bottleneck.h"
 #include "operators/nan_detect.h"
+#include "operators/oom_detect.h"
 #include "operators/operator.h"
 #include "operators/rank_join.h"
+#include "operators/root_cause.h"
+#include "operators/spike_detect.h"
 #include "operators/step_stats.h"
 #include "operators/straggler.h"
+#include "operators/throughput_regression.h"
 
 namespace runlens::ops {
 
@@ -17,6 +27,16 @@ void RegisterBuiltinOperators(Registry& registry) {
   RegisterStraggler(registry);
   RegisterStepStats(registry);
   RegisterNanDetect(registry);
+  RegisterSpikeDetect(registry);
+  RegisterThroughputRegression(registry);
+  RegisterDataStarvation(registry);
+  RegisterCommBottleneck(registry);
+  RegisterCheckpointHealth(registry);
+  RegisterOomDetect(registry);
+  RegisterGpuHealth(registry);
+  RegisterHostBottleneck(registry);
+  RegisterAsofJoin(registry);
+  RegisterRootCause(registry);
 }
 
 }  // namespace runlens::ops

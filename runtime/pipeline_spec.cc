@@ -66,7 +66,8 @@ std::optional<std::string> substitute_vars(const std::string& text, const VarLoo
     // ${RUNLENS_DB:-${RUNLENS_OUT}/runlens.db}.
     size_t close = std::string::npos;
     for (size_t j = i + 2, depth = 1; j < text.size(); ++j) {
-      if (text[j] == '$' && j + 1 < text.size() && text[j + 1] == '{') ++depth, ++j;
+      if (text[j] == '$' && j + 1 < text.size() && text[j + 1] == '$') ++j;  // "$$": a literal '$'
+      else if (text[j] == '$' && j + 1 < text.size() && text[j + 1] == '{') ++depth, ++j;
       else if (text[j] == '}' && --depth == 0) {
         close = j;
         break;

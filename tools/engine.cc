@@ -29,10 +29,30 @@ const ops::Registry& builtin_registry() {
   return *registry;
 }
 
+namespace {
+// Builds every operator once, so that what its factory checks (a bad
+// combination of values, an invalid rule file of root_cause) is reported when
+// the pipeline is loaded, by `runlens validate` too, with file:line:col.
+void check_operators(const runtime::PipelineSpec& spec) {
+  std::vector<runtime::Diagnostic> diags;
+  for (const auto& c : spec.components) {
+    if (c.role != runtime::Role::kOperator) continue;
+    try {
+      builtin_registry().make_operator(c);
+    } catch (const runtime::ConfigError& e) {
+      diags.insert(diags.end(), e.diagnostics().begin(), e.diagnostics().end());
+    }
+  }
+  if (!diags.empty()) throw runtime::ConfigError(diags);
+}
+}  // namespace
+
 runtime::PipelineSpec load_pipeline(const std::string& path, const std::map<std::string, std::string>& vars) {
   auto lookup = runtime::env_lookup(vars);
-  if (path.empty()) return runtime::parse_pipeline_text(default_pipeline_text(), kDefaultPipelineName, builtin_registry(), lookup);
-  return runtime::parse_pipeline_file(path, builtin_registry(), lookup);
+  auto spec = path.empty() ? runtime::parse_pipeline_text(default_pipeline_text(), kDefaultPipelineName, builtin_registry(), lookup)
+                           : runtime::parse_pipeline_file(path, builtin_registry(), lookup);
+  check_operators(spec);
+  return spec;
 }
 
 namespace {

@@ -20,6 +20,8 @@
 #include "runtime/params.h"
 #include "tools/component_docs.h"
 #include "tools/engine.h"
+#include "tools/report.h"
+#include "tools/serve.h"
 #include "tools/synth.h"
 
 using namespace runlens;
@@ -247,6 +249,12 @@ int main(int argc, char** argv) {
   run->add_option("--threads", threads, "Worker threads (default: all cores)");
   run->add_option("--set", sets, "Set a pipeline variable, KEY=VALUE (repeatable)");
   run->add_flag("--quiet", quiet, "No counter summary at exit");
+  std::string run_record;
+  run->add_option("--record", run_record, "Also record every frame received to this recording (sets RUNLENS_RECORD)");
+  int api_port = -1;
+  run->add_option("--api-port", api_port, "Also serve the query API (docs/api.md) on 127.0.0.1:PORT from the store "
+                                          "the pipeline's timeline sink writes")
+      ->check(CLI::Range(0, 65535));
 
   // validate / graph / operators
   std::vector<std::string> files;
@@ -283,9 +291,37 @@ int main(int argc, char** argv) {
   syn->add_option("--step-ms", so.step_ms, "Median work time per step")->capture_default_str();
   syn->add_option("--gpu-every", so.gpu_every, "Steps between GPU/node samples (0: none)")->capture_default_str();
   syn->add_option("--gc-pause-rate", so.gc_pause_rate, "Chance per rank and step of a one-step pause")->capture_default_str();
-  syn->add_option("--fault", faults,
-                  "straggler:rank=R,from=K[,factor=F] | nan:step=K | missing_rank:rank=R,from=K | "
-                  "gc_pause:rank=R,step=K | lr_change:step=K,factor=F (repeatable)");
+  syn->add_option("--fault", faults, synth::fault_help() + " (repeatable)");
+
+  synth::Identity identity;
+  std::vector<std::string> config_sets;
+  syn->add_option("--experiment-id", identity.experiment_id, "run_start experiment_id");
+  syn->add_option("--job-id", identity.job_id, "run_start job_id");
+  syn->add_option("--model-id", identity.model_id, "run_start model_id (default llama-x-7b)");
+  syn->add_option("--model-version", identity.model_version, "run_start model_version");
+  syn->add_option("--dataset-version", identity.dataset_version, "run_start dataset_version (default v42)");
+  syn->add_option("--code-commit", identity.code_commit, "run_start code_commit");
+  syn->add_option("--config", config_sets, "Set a run_start config key, KEY=VALUE (repeatable)");
+  syn->add_option("--end-status", identity.end_status, "run_end status")
+      ->check(CLI::IsMember({"completed", "failed", "aborted"}));
+  syn->add_option("--end-reason", identity.end_reason, "run_end reason");
+
+  // serve / report
+  api::ServeOptions serve_opts;
+  auto* serve = app.add_subcommand("serve", "Serve the query API (docs/api.md) over a store until Ctrl-C");
+  serve->add_option("--db", serve_opts.db_path, "The store (e.g. out/runlens.db)")->required();
+  serve->add_option("--port", serve_opts.port, "TCP port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  serve->add_option("--host", serve_opts.host, "Address to bind")->capture_default_str();
+  report::ReportOptions report_opts;
+  std::string report_format = "text";
+  auto* rep = app.add_subcommand("report", "Print a run's failure page (spec section 24) from a store");
+  rep->add_option("--db", report_opts.db_path, "The store (e.g. out/runlens.db)")->required();
+  rep->add_option("--run", report_opts.run_id, "Run id")->required();
+  rep->add_option("--format", report_format, "text or json")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"text", "json"}));
 
   // record / tail
   std::string rec_bind, rec_connect, rec_out;
@@ -317,6 +353,7 @@ int main(int argc, char** argv) {
     if (*replay || *run) vars.emplace("RUNLENS_OUT", out_dir);
     if (*replay || *run) {
       vars["RUNLENS_OUT"] = out_dir;
+      if (!run_record.empty()) vars["RUNLENS_RECORD"] = run_record;
       runtime::PipelineSpec spec = load_pipeline(pipeline, vars);
       EngineOptions eo;
       eo.threads = threads;
@@ -333,6 +370,22 @@ int main(int argc, char** argv) {
         eo.progress = !quiet && !no_progress && isatty(STDERR_FILENO);
         // Replay never sheds: every event of the recording is processed.
         spec.settings.overflow = runtime::OverflowPolicy::kBlock;
+      }
+      // The query API of a live run reads the store its timeline sink writes.
+      std::unique_ptr<api::ApiServer> api_server;
+      if (*run && api_port >= 0) {
+        std::string db = api::store_path_of(spec);
+        if (db.empty()) {
+          std::fprintf(stderr, "runlens run: --api-port needs a pipeline with a timeline sink\n");
+          return kExitUsage;
+        }
+        api_server = std::make_unique<api::ApiServer>(api::ServeOptions{db, "127.0.0.1", api_port});
+        std::string error;
+        if (!api_server->start(&error)) {
+          std::fprintf(stderr, "runlens run: %s\n", error.c_str());
+          return kExitUsage;
+        }
+        std::fprintf(stderr, "query API on http://127.0.0.1:%d/v1/ (store %s)\n", api_server->port(), db.c_str());
       }
       Engine engine(std::move(spec), eo);
       std::atomic<bool> done{false};
@@ -393,6 +446,15 @@ int main(int argc, char** argv) {
         }
         so.faults.push_back(fault);
       }
+      for (const auto& kv : config_sets) {
+        std::pair<std::string, Value> c;
+        std::string error;
+        if (!synth::parse_config_value(kv, &c, &error)) {
+          std::fprintf(stderr, "runlens synth: --config: %s\n", error.c_str());
+          return kExitUsage;
+        }
+        identity.config.push_back(std::move(c));
+      }
       bool jsonl_out = ends_with(synth_out, ".jsonl");
       recording::Writer writer;
       std::string error;
@@ -412,6 +474,7 @@ int main(int argc, char** argv) {
       std::string line;
       bool ok = true;
       synth::generate(so, [&](std::vector<Record>& rows) {
+        synth::apply_identity(identity, rows);
         n += rows.size();
         if (jsonl_out) {
           for (const auto& r : rows) {
@@ -449,6 +512,11 @@ int main(int argc, char** argv) {
       return record(rec_bind, rec_connect, rec_out);
     }
     if (*tl) return tail(tail_connect, tail_kinds, tail_count);
+    if (*serve) return api::serve_until(serve_opts, [] { return g_signal.load() != 0; });
+    if (*rep) {
+      report_opts.json = report_format == "json";
+      return report::report_main(report_opts);
+    }
   } catch (const runtime::ConfigError& e) {
     for (const auto& d : e.diagnostics()) std::fprintf(stderr, "%s\n", d.str().c_str());
     return kExitUsage;

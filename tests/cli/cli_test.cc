@@ -141,7 +141,7 @@ TEST_CASE("graph prints DOT with every edge of the default pipeline") {
   auto r = sh("graph");
   CHECK(r.code == 0);
   for (const char* edge : {"\"telemetry\" -> \"join\"", "\"join\" -> \"stragglers\"", "\"telemetry\" -> \"nan\"",
-                           "\"stragglers\" -> \"alerts\""}) {
+                           "\"stragglers\" -> \"context\"", "\"context\" -> \"alerts\"", "\"diagnose\" -> \"alerts\""}) {
     CHECK(r.output.find(edge) != std::string::npos);
   }
 }

@@ -37,15 +37,47 @@ void check_case(const std::string& name) {
   CHECK(dead == expected_dead);
 }
 
+// The symptom alerts of a file (diagnoses are checked by check_diagnosis).
 std::vector<Alert> parse_alerts(const std::string& text) {
   std::vector<Alert> out;
   for (const auto& line : lines_of(text)) {
     Alert a;
     std::string why;
     REQUIRE_MESSAGE(jsonl::decode_alert(line, &a, &why), why);
-    out.push_back(a);
+    if (a.kind != "diagnosis") out.push_back(a);
   }
   return out;
+}
+
+// A fault case holds exactly one diagnosis: of its symptom, at the symptom's
+// place and step, with the cause and owner the rules give that fault.
+void check_diagnosis(const std::string& name, const std::string& symptom, const std::string& cause,
+                     const std::string& owner, int64_t onset) {
+  CAPTURE(name);
+  std::vector<Alert> diagnoses, symptoms;
+  for (const auto& line : lines_of(read_file(kGolden + name + "/expected_alerts.jsonl"))) {
+    Alert a;
+    std::string why;
+    REQUIRE_MESSAGE(jsonl::decode_alert(line, &a, &why), why);
+    (a.kind == "diagnosis" ? diagnoses : symptoms).push_back(a);
+  }
+  REQUIRE(diagnoses.size() == 1);
+  const Alert& d = diagnoses[0];
+  CHECK(d.symptom == symptom);
+  CHECK(d.cause == cause);
+  CHECK(d.owner == owner);
+  CHECK(d.severity == Severity::kInfo);  // the symptom pages; the diagnosis explains it
+  bool onset_ok = false;
+  for (const auto& [k, v] : d.attrs) onset_ok |= k == "onset_step" && v == onset;
+  CHECK(onset_ok);
+  auto s = std::find_if(symptoms.begin(), symptoms.end(), [&](const Alert& a) { return a.kind == symptom; });
+  REQUIRE(s != symptoms.end());
+  CHECK(d.run_id == s->run_id);
+  CHECK(d.step == s->step);
+  CHECK(d.rank == s->rank);
+  CHECK(d.node == s->node);
+  CHECK(d.gpu == s->gpu);
+  CHECK(d.time_ns > s->time_ns);  // judged after the steps that follow the symptom
 }
 
 }  // namespace
@@ -58,12 +90,23 @@ TEST_CASE("golden: every case matches its expected alerts") {
 // careless regeneration cannot bless a wrong answer.
 TEST_CASE("golden: the expected alerts say what the scenario injected") {
   auto straggler = parse_alerts(read_file(kGolden + "straggler/expected_alerts.jsonl"));
-  REQUIRE(straggler.size() == 1);
+  REQUIRE(straggler.size() == 2);
   CHECK(straggler[0].kind == "straggler");
   CHECK(*straggler[0].rank == 5);
   CHECK(straggler[0].node.str() == "gpu-node-1");
   CHECK(*straggler[0].gpu == 1);
   CHECK(*straggler[0].step == 32);
+  // asof_join's context: the straggler's GPU and node (normal here).
+  bool context = false;
+  for (const auto& [k, v] : straggler[0].attrs) context |= k == "gpu_sm_clock_mhz" && v == 1980;
+  CHECK(context);
+  // A 2x straggler in a synchronous job halves the job's tokens/s, from its onset.
+  CHECK(straggler[1].kind == "throughput_drop");
+  CHECK(!straggler[1].rank.has_value());
+  CHECK(*straggler[1].step == 35);
+  bool onset_30 = false;
+  for (const auto& [k, v] : straggler[1].attrs) onset_30 |= k == "onset_step" && v == 30;
+  CHECK(onset_30);
 
   auto nan = parse_alerts(read_file(kGolden + "nan_loss/expected_alerts.jsonl"));
   REQUIRE(nan.size() == 1);
@@ -79,6 +122,15 @@ TEST_CASE("golden: the expected alerts say what the scenario injected") {
   CHECK(*missing[0].step == 50);
 
   CHECK(read_file(kGolden + "healthy/expected_alerts.jsonl").empty());
+
+  // One diagnosis per fault case (docs/rules.md): a straggler with normal GPU,
+  // host and network telemetry is localized but unexplained; a NaN with no
+  // configuration change is instability; a rank that stops reporting is a
+  // hardware fault.
+  check_diagnosis("straggler", "straggler", "unknown", "infrastructure", 30);
+  check_diagnosis("nan_loss", "nan_loss", "training_instability", "training", 40);
+  check_diagnosis("rank_missing", "rank_missing", "hardware_fault", "infrastructure", 50);
+  check_diagnosis("bad_input", "nan_loss", "training_instability", "training", 40);
 
   // Bad lines cost nothing else: the NaN alert of the underlying run is still raised.
   auto bad = parse_alerts(read_file(kGolden + "bad_input/expected_alerts.jsonl"));

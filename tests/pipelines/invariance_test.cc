@@ -49,9 +49,14 @@ TEST_CASE("invariance: threads, batch size, arrival order and format do not chan
   std::string base_path = write_jsonl(rows, dir + "/in.jsonl");
   ReplayResult base = replay({base_path}, 1, 4096);
   auto alerts = lines_of(base.alerts);
-  // The scenario's three faults all show.
-  REQUIRE(alerts.size() == 3);
+  // The scenario's three faults all show, and the straggler's cost to throughput
+  // (diagnoses that explain them aside).
+  alerts.erase(std::remove_if(alerts.begin(), alerts.end(),
+                              [](const std::string& l) { return l.find("\"kind\":\"diagnosis\"") != std::string::npos; }),
+               alerts.end());
+  REQUIRE(alerts.size() == 4);
   CHECK(base.alerts.find("\"kind\":\"straggler\"") != std::string::npos);
+  CHECK(base.alerts.find("\"kind\":\"throughput_drop\"") != std::string::npos);
   CHECK(base.alerts.find("\"kind\":\"rank_missing\"") != std::string::npos);
   CHECK(base.alerts.find("\"kind\":\"nan_loss\"") != std::string::npos);
 
@@ -103,5 +108,57 @@ TEST_CASE("invariance: threads, batch size, arrival order and format do not chan
     for (size_t i = 0; i < rows.size(); ++i) (i % 2 ? a : b).push_back(rows[i]);
     CHECK(replay({write_jsonl(a, dir + "/a.jsonl"), write_jsonl(b, dir + "/b.jsonl")}, 2).alerts == base.alerts);
   }
+  std::filesystem::remove_all(dir);
+}
+
+// The detectors keyed by node (gpu_health, host_bottleneck) and by run, over a
+// run with detail telemetry and faults of every shape: the same alerts whatever
+// the thread count (= partitions), batch size and arrival order.
+TEST_CASE("invariance: detectors partitioned by node or run give the same alerts") {
+  synth::Options o;
+  o.run_id = "inv-detail";
+  o.ranks = 24;
+  o.steps = 100;
+  o.gpus_per_node = 4;
+  o.seed = 12;
+  o.gpu_every = 2;
+  o.detail = true;
+  o.checkpoint_every = 20;
+  for (const char* f : {"thermal:rank=5,from=30", "host_cpu:rank=14,from=40,to=70", "xid:rank=21,step=60",
+                        "lr_change:step=80,factor=10", "checkpoint_failure:step=50", "ecc:rank=2,from=20"}) {
+    synth::Fault fault;
+    std::string why;
+    REQUIRE(synth::parse_fault(f, &fault, &why));
+    o.faults.push_back(fault);
+  }
+  std::vector<Record> rows;
+  synth::generate(o, [&](std::vector<Record>& batch) {
+    for (auto& r : batch) rows.push_back(std::move(r));
+  });
+  std::string dir = fresh_dir("invariance-detail");
+  std::string path = write_jsonl(rows, dir + "/in.jsonl");
+  ReplayResult base = replay({path}, 1, 4096);
+  for (const char* kind : {"thermal_throttle", "straggler", "host_bottleneck", "data_starvation", "xid_error",
+                           "rank_missing", "grad_spike", "checkpoint_failure", "ecc_uncorrected"}) {
+    CAPTURE(kind);
+    CHECK(base.alerts.find("\"kind\":\"" + std::string(kind) + "\"") != std::string::npos);
+  }
+  for (int threads : {2, 3, 4}) {
+    for (int64_t batch : {1, 64}) {
+      CAPTURE(threads);
+      CAPTURE(batch);
+      CHECK(replay({path}, threads, batch).alerts == base.alerts);
+    }
+  }
+  std::mt19937_64 rng(9);
+  std::uniform_int_distribution<int64_t> delay(0, 4'000'000'000);
+  std::vector<std::pair<int64_t, size_t>> order;
+  for (size_t i = 0; i < rows.size(); ++i) order.push_back({rows[i].time_ns + delay(rng), i});
+  std::sort(order.begin(), order.end());
+  std::vector<Record> shuffled;
+  for (const auto& [arrival, i] : order) shuffled.push_back(rows[i]);
+  auto result = replay({write_jsonl(shuffled, dir + "/shuffled.jsonl")}, 3, 64);
+  CHECK(result.dead_letters.empty());
+  CHECK(result.alerts == base.alerts);
   std::filesystem::remove_all(dir);
 }

@@ -1,0 +1,20 @@
+// The versioned schema of the SQLite store: one migration per version, applied
+// in order, each in its own transaction, and recorded in `schema_version`.
+// A migration, once released, never changes: a new version appends one
+// (tests/store/migration_test.cc upgrades a database made by version 1).
+#pragma once
+
+#include <vector>
+
+namespace runlens::store {
+
+struct Migration {
+  int version;
+  const char* description;
+  const char* sql;  // statements separated by ';'
+};
+
+// Every migration, by ascending version (1, 2, ...).
+const std::vector<Migration>& sqlite_migrations();
+
+}  // namespace runlens::store

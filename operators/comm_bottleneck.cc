@@ -1,0 +1,154 @@
+#include "operators/comm_bottleneck.h"
+
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "operators/persistence.h"
+#include "operators/placement.h"
+
+namespace runlens::ops {
+namespace {
+
+constexpr size_t kCollectiveSteps = 8;  // steps of collective latencies kept per run
+
+struct Latency {
+  double sum = 0;
+  int64_t n = 0;
+};
+
+struct RunState {
+  Incident incident;
+  std::map<int64_t, Latency> collectives;  // by step
+};
+
+class CommBottleneck final : public Operator {
+ public:
+  explicit CommBottleneck(const CommBottleneckOptions& o) : o_(o) {}
+
+  void process(const Record& r, Emitter& out) override {
+    static const Symbol kRestart = Symbol::intern("restart");
+    switch (r.kind()) {
+      case Kind::kStepRecord: on_step(r, out); break;
+      case Kind::kCollective: {
+        const Collective& c = r.as<Collective>();
+        if (!c.has(Collective::F::step) || !std::isfinite(c.latency_ms)) break;
+        RunState& st = state(c.run_id);
+        Latency& l = st.collectives[c.step];
+        l.sum += c.latency_ms, ++l.n;
+        while (st.collectives.size() > kCollectiveSteps) st.collectives.erase(st.collectives.begin());
+        break;
+      }
+      case Kind::kEvent:
+        if (r.as<Occurrence>().kind == kRestart) runs_.erase(r.as<Occurrence>().run_id);
+        break;
+      case Kind::kRunEnd: runs_.erase(r.as<RunEnd>().run_id); break;
+      default: break;
+    }
+  }
+
+ private:
+  RunState& state(Symbol run) {
+    auto [it, fresh] = runs_.try_emplace(run);
+    if (fresh) it->second.incident = Incident(o_.persist_k, o_.persist_n);
+    return it->second;
+  }
+
+  void on_step(const Record& r, Emitter& out) {
+    const StepRecord& rec = r.step_record();
+    RunState& st = state(rec.run_id);
+    const Step* least = nullptr;
+    double least_ratio = INFINITY, sum = 0;
+    int n = 0;
+    for (const Step& s : rec.ranks) {
+      if (!s.has(Step::F::comm_ms) || !(s.step_ms > 0) || !std::isfinite(s.comm_ms)) continue;
+      double ratio = s.comm_ms / s.step_ms;
+      sum += ratio, ++n;
+      if (ratio < least_ratio) least_ratio = ratio, least = &s;
+    }
+    bool hit = least && least_ratio >= o_.ratio_threshold;
+    if (!st.incident.observe(rec.step, hit)) return;
+    int64_t onset = st.incident.onset();
+    Alert a;
+    a.kind = "comm_bottleneck";
+    a.severity = Severity::kWarning;
+    a.time_ns = r.time_ns;
+    a.tenant = r.tenant;
+    a.run_id = rec.run_id;
+    a.step = rec.step;
+    a.value = least_ratio;
+    a.threshold = o_.ratio_threshold;
+    a.summary = "COMMUNICATION BOTTLENECK: every rank spends at least " + fmt_num(100 * least_ratio) +
+                " % of its step in collectives (" + fmt_num(least->comm_ms) + " ms of " + fmt_num(least->step_ms) +
+                " ms on rank " + std::to_string(least->rank) + ", the least of " + std::to_string(n) +
+                " ranks) since step " + std::to_string(onset);
+    a.attrs = {{"comm_ms", least->comm_ms},
+               {"step_ms", least->step_ms},
+               {"mean_communication_ratio", sum / n},
+               {"onset_step", static_cast<double>(onset)}};
+    if (auto it = st.collectives.find(rec.step); it != st.collectives.end() && it->second.n > 0) {
+      double mean = it->second.sum / static_cast<double>(it->second.n);
+      a.attrs.push_back({"collective_latency_ms", mean});
+      a.summary += "; mean collective latency " + fmt_num(mean) + " ms";
+    }
+    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    out.emit(alert_record(std::move(a)));
+  }
+
+  CommBottleneckOptions o_;
+  std::unordered_map<Symbol, RunState> runs_;
+};
+
+class CommBottleneckDef final : public OperatorDef {
+ public:
+  explicit CommBottleneckDef(CommBottleneckOptions o) : o_(o) {}
+  bool partitioned() const override { return true; }
+  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
+  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
+    return std::make_unique<CommBottleneck>(o_);
+  }
+  std::string describe() const override {
+    return "ratio_threshold=" + fmt_num(o_.ratio_threshold, "%g") + " persist=" + std::to_string(o_.persist_k) + "/" +
+           std::to_string(o_.persist_n);
+  }
+
+ private:
+  CommBottleneckOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorDef> MakeCommBottleneck(const CommBottleneckOptions& options) {
+  return std::make_unique<CommBottleneckDef>(options);
+}
+
+void RegisterCommBottleneck(Registry& registry) {
+  ComponentInfo info;
+  info.type = "comm_bottleneck";
+  info.role = Role::kOperator;
+  info.doc =
+      "Per joined step, communication_ratio = comm_ms / step_ms of the rank that spends the least in collectives "
+      "(the others' comm_ms includes waiting for slow ranks); raises `comm_bottleneck` when it is at or above "
+      "`ratio_threshold` in `persist_k` of the last `persist_n` steps, with the mean collective latency from "
+      "`collective` events where present.";
+  info.params = {
+      {"ratio_threshold", ParamType::kDouble, "0.25", "Least communication_ratio over ranks at or above which a step counts as communication-bound.", {}, 0, 1},
+      {"persist_k", ParamType::kInt, "3", "Communication-bound steps needed within the window.", {}, 1, 1e6},
+      {"persist_n", ParamType::kInt, "5", "Window length in steps; also the steps without that re-arm the run.", {}, 1, 1e6},
+  };
+  info.accepts = mask(Kind::kStepRecord) | mask(Kind::kCollective) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
+  info.emits = mask(Kind::kAlert);
+  registry.add_operator(std::move(info), [](const BuildContext& ctx) {
+    CommBottleneckOptions o;
+    o.ratio_threshold = ctx.params->get_double("ratio_threshold");
+    o.persist_k = ctx.params->get_int("persist_k");
+    o.persist_n = ctx.params->get_int("persist_n");
+    if (o.persist_k > o.persist_n) {
+      ctx.fail("persist_k", "persist_k (" + std::to_string(o.persist_k) + ") must not exceed persist_n (" +
+                                std::to_string(o.persist_n) + ")");
+    }
+    return MakeCommBottleneck(o);
+  });
+}
+
+}  // namespace runlens::ops

@@ -1,0 +1,256 @@
+#include "operators/throughput_regression.h"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <unordered_map>
+
+#include "operators/placement.h"
+
+namespace runlens::ops {
+namespace {
+
+struct Point {
+  int64_t step;
+  double num, den;  // the windowed value is sum(num) / sum(den)
+  double value() const { return num / den; }
+};
+
+struct Series {
+  std::deque<Point> recent, baseline;
+  int64_t persist = 0;  // steps in a row with the windowed drop
+  bool raised = false;
+};
+
+struct Judgement {
+  double current = 0, baseline = 0, drop = 0;
+  int64_t onset = -1;
+};
+
+struct RunState {
+  int64_t steps = 0;  // step_stats seen since the start or a restart
+  Series tokens, mfu;
+  int64_t config_step = -1;  // latest config_change with a step
+  std::string config_key;
+  double last_mfu = NAN;
+  int32_t reported = 0;
+};
+
+double ratio_of(const std::deque<Point>& pts) {  // sum(num) / sum(den)
+  double n = 0, d = 0;
+  for (const Point& p : pts) n += p.num, d += p.den;
+  return d > 0 ? n / d : NAN;
+}
+
+class ThroughputRegression final : public Operator {
+ public:
+  explicit ThroughputRegression(const ThroughputRegressionOptions& o) : o_(o) {}
+
+  void process(const Record& r, Emitter& out) override {
+    static const Symbol kRestart = Symbol::intern("restart"), kConfig = Symbol::intern("config_change");
+    switch (r.kind()) {
+      case Kind::kStepStats: on_stats(r, out); break;
+      case Kind::kEvent: {
+        const Occurrence& e = r.as<Occurrence>();
+        if (e.run_id.empty()) break;
+        if (e.kind == kRestart) {
+          runs_.erase(e.run_id);
+        } else if (e.kind == kConfig) {
+          RunState& st = runs_[e.run_id];
+          if (!e.has(Occurrence::F::step)) break;
+          st.config_step = e.step;
+          st.config_key = e.key.string();
+        }
+        break;
+      }
+      case Kind::kRunEnd: runs_.erase(r.as<RunEnd>().run_id); break;
+      default: break;
+    }
+  }
+
+ private:
+  void on_stats(const Record& r, Emitter& out) {
+    const StepStats& s = r.step_stats();
+    RunState& st = runs_[s.run_id];
+    if (++st.steps <= o_.skip_steps) return;
+    st.reported = s.reported;
+    if (s.tokens_per_s && s.step_ms > 0 && s.tokens > 0) {
+      Judgement j;
+      if (update(st.tokens, Point{s.step, static_cast<double>(s.tokens), s.step_ms / 1000.0}, o_.throughput_drop, &j)) {
+        out.emit(alert_record(throughput_alert(r, s, st, j)));
+      }
+    }
+    if (s.mfu && std::isfinite(*s.mfu) && s.work_p50 > 0 && s.step_ms > 0) {
+      st.last_mfu = *s.mfu;
+      Judgement j;
+      if (update(st.mfu, Point{s.step, *s.mfu * s.step_ms / s.work_p50, 1.0}, o_.mfu_drop, &j)) {
+        out.emit(alert_record(mfu_alert(r, s, st, j)));
+      }
+    }
+  }
+
+  // Adds a step to a series; true when it opens an incident.
+  bool update(Series& se, Point p, double threshold, Judgement* j) {
+    if (!(p.den > 0) || !std::isfinite(p.num)) return false;
+    // `recent` holds two windows: the current one, and the one before it, which
+    // joins the baseline only once it is clearly not the start of a drop.
+    se.recent.push_back(p);
+    if (static_cast<int64_t>(se.recent.size()) > 2 * o_.window) {
+      if (!se.raised) se.baseline.push_back(se.recent.front());
+      se.recent.pop_front();
+      while (static_cast<int64_t>(se.baseline.size()) > o_.baseline_steps) se.baseline.pop_front();
+    }
+    if (static_cast<int64_t>(se.baseline.size()) < o_.min_baseline ||
+        static_cast<int64_t>(se.recent.size()) < o_.window) {
+      return false;
+    }
+    auto window_begin = se.recent.end() - o_.window;
+    double n = 0, d = 0;
+    for (auto it = window_begin; it != se.recent.end(); ++it) n += it->num, d += it->den;
+    j->baseline = ratio_of(se.baseline);
+    j->current = n / d;
+    if (!(j->baseline > 0)) return false;
+    j->drop = 1 - j->current / j->baseline;
+    if (se.raised) {
+      if (j->drop < threshold / 2) {
+        // Recovered: what the window held is not the baseline's business.
+        se.raised = false, se.persist = 0;
+        se.recent.clear();
+      }
+      return false;
+    }
+    // Most steps of the window must be low themselves: one long stall moves the
+    // mean, not the majority.
+    scratch_.clear();
+    for (const Point& b : se.baseline) scratch_.push_back(b.value());
+    auto mid = scratch_.begin() + static_cast<std::ptrdiff_t>(scratch_.size() / 2);
+    std::nth_element(scratch_.begin(), mid, scratch_.end());
+    double low = (1 - threshold / 2) * *mid;
+    int64_t lows = 0;
+    for (auto it = window_begin; it != se.recent.end(); ++it) lows += it->value() < low;
+    se.persist = j->drop > threshold && 2 * lows >= o_.window ? se.persist + 1 : 0;
+    if (se.persist < o_.persist_k) return false;
+    se.raised = true;
+    se.persist = 0;
+    // Onset: the run of individually low steps that ends now.
+    j->onset = p.step;
+    for (auto it = se.recent.rbegin(); it != se.recent.rend() && it->value() < low; ++it) j->onset = it->step;
+    return true;
+  }
+
+  Alert base(const Record& r, const StepStats& s, const char* kind, int64_t onset) {
+    Alert a;
+    a.kind = kind;
+    a.severity = Severity::kWarning;
+    a.time_ns = r.time_ns;
+    a.tenant = r.tenant;
+    a.run_id = s.run_id;
+    a.step = s.step;
+    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    return a;
+  }
+
+  void add_config(Alert& a, const RunState& st, const Series& se) {
+    // A config change since the baseline's first step may explain the regression.
+    int64_t since = se.baseline.empty() ? INT64_MIN : se.baseline.front().step;
+    if (st.config_step < 0 || st.config_step < since) return;
+    a.attrs.push_back({"config_change_step", static_cast<double>(st.config_step)});
+    a.summary += "; config changed" + (st.config_key.empty() ? std::string() : " (" + st.config_key + ")") +
+                 " at step " + std::to_string(st.config_step);
+  }
+
+  Alert throughput_alert(const Record& r, const StepStats& s, const RunState& st, const Judgement& j) {
+    Alert a = base(r, s, "throughput_drop", j.onset);
+    a.value = j.current;
+    a.threshold = (1 - o_.throughput_drop) * j.baseline;
+    double per_gpu = st.reported > 0 ? j.current / st.reported : NAN;
+    a.summary = "THROUGHPUT DROP: " + fmt_num(j.current) + " tokens/s over the last " + std::to_string(o_.window) +
+                " steps against a baseline of " + fmt_num(j.baseline) + " (-" + fmt_num(100 * j.drop) +
+                " %), since step " + std::to_string(j.onset);
+    a.attrs = {{"tokens_per_s", j.current}, {"baseline_tokens_per_s", j.baseline}, {"drop", j.drop}};
+    if (std::isfinite(per_gpu)) a.attrs.push_back({"tokens_per_s_per_gpu", per_gpu});
+    a.attrs.push_back({"onset_step", static_cast<double>(j.onset)});
+    add_config(a, st, st.tokens);
+    return a;
+  }
+
+  Alert mfu_alert(const Record& r, const StepStats& s, const RunState& st, const Judgement& j) {
+    Alert a = base(r, s, "mfu_drop", j.onset);
+    a.value = j.current;
+    a.threshold = (1 - o_.mfu_drop) * j.baseline;
+    a.summary = "MFU DROP: MFU of compute (median rank's work time) " + fmt_num(100 * j.current, "%.1f") +
+                " % over the last " + std::to_string(o_.window) + " steps against a baseline of " +
+                fmt_num(100 * j.baseline, "%.1f") + " % (-" + fmt_num(100 * j.drop) + " %), since step " +
+                std::to_string(j.onset) + "; wall-clock MFU " + fmt_num(100 * st.last_mfu, "%.1f") + " %";
+    a.attrs = {{"compute_mfu", j.current}, {"baseline_compute_mfu", j.baseline}, {"mfu", st.last_mfu},
+               {"drop", j.drop}, {"onset_step", static_cast<double>(j.onset)}};
+    add_config(a, st, st.mfu);
+    return a;
+  }
+
+  ThroughputRegressionOptions o_;
+  std::unordered_map<Symbol, RunState> runs_;
+  std::vector<double> scratch_;
+};
+
+class ThroughputRegressionDef final : public OperatorDef {
+ public:
+  explicit ThroughputRegressionDef(ThroughputRegressionOptions o) : o_(o) {}
+  bool partitioned() const override { return true; }
+  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
+  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
+    return std::make_unique<ThroughputRegression>(o_);
+  }
+  std::string describe() const override {
+    return "throughput_drop=" + fmt_num(o_.throughput_drop, "%g") + " mfu_drop=" + fmt_num(o_.mfu_drop, "%g") +
+           " window=" + std::to_string(o_.window) + " persist_k=" + std::to_string(o_.persist_k);
+  }
+
+ private:
+  ThroughputRegressionOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<OperatorDef> MakeThroughputRegression(const ThroughputRegressionOptions& options) {
+  return std::make_unique<ThroughputRegressionDef>(options);
+}
+
+void RegisterThroughputRegression(Registry& registry) {
+  ComponentInfo info;
+  info.type = "throughput_regression";
+  info.role = Role::kOperator;
+  info.doc =
+      "From step_stats, against the run's own baseline: raises `throughput_drop` when tokens/s over the last "
+      "`window` steps is more than `throughput_drop` below the baseline, and `mfu_drop` when the MFU of compute "
+      "(MFU scaled to the median rank's work time, so stalls that have their own alerts do not count) is more "
+      "than `mfu_drop` below it, each for `persist_k` steps in a row.";
+  info.params = {
+      {"throughput_drop", ParamType::kDouble, "0.25", "Fraction below the baseline tokens/s that counts as a throughput drop.", {}, 0.01, 0.99},
+      {"mfu_drop", ParamType::kDouble, "0.2", "Fraction below the baseline MFU of compute that counts as an MFU drop.", {}, 0.01, 0.99},
+      {"window", ParamType::kInt, "8", "Steps averaged for the current value.", {}, 1, 1e5},
+      {"baseline_steps", ParamType::kInt, "50", "Most steps in the baseline (those before the window, outside incidents).", {}, 1, 1e6},
+      {"min_baseline", ParamType::kInt, "10", "Baseline steps needed before drops are judged.", {}, 1, 1e6},
+      {"skip_steps", ParamType::kInt, "3", "First steps of a run (and after a restart) left out (compilation, warm-up).", {}, 0, 1e6},
+      {"persist_k", ParamType::kInt, "3", "Steps in a row the windowed drop must hold.", {}, 1, 1e6},
+  };
+  info.accepts = mask(Kind::kStepStats) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
+  info.emits = mask(Kind::kAlert);
+  registry.add_operator(std::move(info), [](const BuildContext& ctx) {
+    ThroughputRegressionOptions o;
+    o.throughput_drop = ctx.params->get_double("throughput_drop");
+    o.mfu_drop = ctx.params->get_double("mfu_drop");
+    o.window = ctx.params->get_int("window");
+    o.baseline_steps = ctx.params->get_int("baseline_steps");
+    o.min_baseline = ctx.params->get_int("min_baseline");
+    o.skip_steps = ctx.params->get_int("skip_steps");
+    o.persist_k = ctx.params->get_int("persist_k");
+    if (o.min_baseline > o.baseline_steps) {
+      ctx.fail("min_baseline", "min_baseline (" + std::to_string(o.min_baseline) +
+                                   ") must not exceed baseline_steps (" + std::to_string(o.baseline_steps) + ")");
+    }
+    return MakeThroughputRegression(o);
+  });
+}
+
+}  // namespace runlens::ops

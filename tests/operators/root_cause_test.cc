@@ -1,0 +1,387 @@
+// root_cause: each shipped tree on hand-built windows of step aggregates,
+// symptoms and events; one diagnosis per incident; updates with the same
+// alert_id; holds, deadlines and run ends; the same output whatever the
+// watermark cadence and partitioning.
+#include "operators/root_cause.h"
+
+#include <functional>
+#include <set>
+
+#include "tests/operators/operator_run.h"
+#include "tests/operators/split_run.h"
+#include "tests/operators/telemetry_rows.h"
+
+using namespace runlens;
+using namespace runlens::testing;
+
+namespace {
+
+constexpr const char* kRun = "r1";
+constexpr int64_t kStepNs = 2 * kSec;
+
+int64_t at_step(int64_t step) { return kT0 + 10 * kSec + step * kStepNs; }
+
+// What step_stats says of one step of a healthy 32-rank job; a case changes it
+// from the fault's step on.
+struct Shape {
+  double data_wait = 0.01, comm = 0.06, compute = 0.92, straggler = 1.05, tokens_per_s = 120000, mfu = 0.35;
+  double loss = 2.0, lr = 3e-4, grad_norm = 0.8;
+};
+
+Record stats(int64_t step, const Shape& s) {
+  auto st = std::make_shared<StepStats>();
+  st->run_id = Symbol::intern(kRun);
+  st->step = step;
+  st->world_size = st->reported = 32;
+  st->step_ms = 2000;
+  st->work_p50 = s.compute * 2000;
+  st->work_max = st->work_p50 * s.straggler;
+  st->work_p99 = st->work_max;
+  st->straggler_ratio = s.straggler;
+  st->tokens_per_s = s.tokens_per_s;
+  st->mfu = s.mfu;
+  st->data_wait_ratio = s.data_wait;
+  st->communication_ratio = s.comm;
+  st->loss = s.loss;
+  st->lr = s.lr;
+  st->grad_norm = s.grad_norm;
+  Record r;
+  r.time_ns = at_step(step) + 50'000'000;
+  r.body = std::shared_ptr<const StepStats>(std::move(st));
+  return r;
+}
+
+// A symptom (or context) alert. rank >= 0: rank r on node-(r/8), GPU r%8; -1: run-wide.
+struct Sym {
+  std::string kind;
+  int64_t step;
+  int32_t rank = -1;
+  std::vector<std::pair<std::string, double>> attrs = {};
+  std::string run = kRun;
+};
+
+Record alert_row(const Sym& s) {
+  Alert a;
+  a.kind = s.kind;
+  a.severity = Severity::kWarning;
+  a.time_ns = at_step(s.step) + 60'000'000;
+  a.run_id = Symbol::intern(s.run);
+  a.step = s.step;
+  if (s.rank >= 0) {
+    a.rank = s.rank;
+    a.node = Symbol::intern("node-" + std::to_string(s.rank / 8));
+    a.gpu = s.rank % 8;
+  }
+  a.summary = s.kind + " summary";
+  a.attrs = s.attrs;
+  a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, s.step);
+  return alert_record(std::move(a));
+}
+
+struct Ev {
+  std::string kind;
+  int64_t step;
+  std::string key = "";
+};
+
+Record event_of(const Ev& e) {
+  EventFields f;
+  f.run(kRun).step(e.step);
+  if (!e.key.empty()) f.key(e.key).change(3e-4, 3e-3);
+  return event_row(e.kind, at_step(e.step) + 20'000'000, f);
+}
+
+std::vector<Record> window(int64_t steps, const std::function<void(int64_t, Shape&)>& shape,
+                           const std::vector<Sym>& syms, const std::vector<Ev>& events = {}) {
+  std::vector<Record> rows;
+  for (int64_t s = 1; s <= steps; ++s) {
+    Shape sh;
+    if (shape) shape(s, sh);
+    rows.push_back(stats(s, sh));
+  }
+  for (const auto& s : syms) rows.push_back(alert_row(s));
+  for (const auto& e : events) rows.push_back(event_of(e));
+  return rows;
+}
+
+const auto kHealthy = [](int64_t, Shape&) {};
+
+std::vector<Alert> diagnoses(const std::vector<Record>& rows, bool fine = true, const std::string& params = "") {
+  auto def = make_operator("root_cause", params);
+  OperatorRun run;
+  run_operator(*def, rows, &run, fine);
+  return run.alerts("diagnosis");
+}
+
+bool has_evidence(const Alert& a, const std::string& kind) {
+  for (const auto& e : a.evidence) {
+    if (e.kind == kind) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("root_cause: each shipped tree on hand-built windows") {
+  // clang-format off
+  const std::vector<std::pair<std::string, double>> hot = {
+      {"gpu_temp_c", 91}, {"gpu_sm_clock_mhz", 990}, {"gpu_throttle_reasons", 0x48}, {"gpu_peer_sm_clock_mhz", 1980}, {"onset_step", 40}};
+  const std::vector<std::pair<std::string, double>> normal = {
+      {"gpu_temp_c", 70}, {"gpu_sm_clock_mhz", 1980}, {"gpu_throttle_reasons", 0}, {"gpu_peer_sm_clock_mhz", 1980},
+      {"node_cpu_pct", 35}, {"node_tcp_retransmits_per_s", 4}, {"onset_step", 40}};
+  auto with = [](std::vector<std::pair<std::string, double>> a, const char* k, double v) {
+    for (auto& [key, val] : a) {
+      if (key == k) {
+        val = v;
+        return a;
+      }
+    }
+    a.emplace_back(k, v);
+    return a;
+  };
+  // clang-format on
+  struct Case {
+    const char* name;
+    std::function<void(int64_t, Shape&)> shape;
+    std::vector<Sym> symptoms;
+    std::vector<Ev> events;
+    const char* symptom;
+    const char* cause;
+    const char* owner;
+  };
+  // clang-format off
+  const Case cases[] = {
+      // Straggler localization (spec sections 26, 53).
+      {"straggler on a hot GPU", kHealthy, {{"straggler", 42, 13, hot}}, {}, "straggler", "hardware_throttle", "infrastructure"},
+      {"straggler and the thermal alert of its GPU", kHealthy,
+       {{"straggler", 42, 13, normal}, {"thermal_throttle", 45, 13}}, {}, "straggler", "hardware_throttle", "infrastructure"},
+      {"straggler with a low clock and no reason", kHealthy,
+       {{"straggler", 42, 13, with(normal, "gpu_sm_clock_mhz", 1400)}}, {}, "straggler", "hardware_throttle", "infrastructure"},
+      {"straggler on a power-capped GPU", kHealthy,
+       {{"straggler", 42, 13, with(with(normal, "gpu_throttle_reasons", 4), "gpu_sm_clock_mhz", 1500)}}, {}, "straggler",
+       "hardware_throttle", "infrastructure"},
+      {"power throttle alone", kHealthy,
+       {{"power_throttle", 45, 6, {{"throttle_reasons", 4}, {"sm_clock_mhz", 1523}, {"clock_baseline_mhz", 1980}}}}, {},
+       "power_throttle", "hardware_throttle", "infrastructure"},
+      {"straggler on a busy host", kHealthy, {{"straggler", 42, 13, with(normal, "node_cpu_pct", 97)}}, {}, "straggler",
+       "host_bottleneck", "infrastructure"},
+      {"straggler behind a lossy NIC", kHealthy, {{"straggler", 42, 13, with(normal, "node_tcp_retransmits_per_s", 450)}},
+       {}, "straggler", "network", "network"},
+      {"straggler with normal telemetry", kHealthy, {{"straggler", 42, 13, normal}}, {}, "straggler", "unknown",
+       "infrastructure"},
+      {"straggler without telemetry", kHealthy, {{"straggler", 42, 13, {{"onset_step", 40}}}}, {}, "straggler", "unknown",
+       "infrastructure"},
+      // Training failure (spec sections 24, 25).
+      {"NaN with no change", kHealthy, {{"nan_loss", 50, 0}}, {}, "nan_loss", "training_instability", "training"},
+      {"gradient spike after an LR config change", kHealthy, {{"grad_spike", 50, 0}, {"loss_spike", 50, 0}},
+       {{"config_change", 49, "lr"}}, "grad_spike", "config_change", "training"},
+      {"NaN after an LR jump seen only in the series",
+       [](int64_t s, Shape& sh) { if (s >= 45) sh.lr = 3e-3; }, {{"nan_loss", 50, 0}}, {}, "nan_loss", "config_change",
+       "training"},
+      {"NaN after another config change", kHealthy, {{"nan_loss", 50, 0}}, {{"config_change", 45, "batch_size"}}, "nan_loss",
+       "config_change", "training"},
+      {"LR change after the NaN is no cause", kHealthy, {{"nan_loss", 50, 0}}, {{"config_change", 53, "lr"}}, "nan_loss",
+       "training_instability", "training"},
+      // Data starvation (spec sections 13, 27).
+      {"starved ranks on a saturated host", kHealthy,
+       {{"data_starvation", 42, 4, {{"storage_read_ms", 16}, {"storage_read_median_ms", 16}, {"onset_step", 40}}},
+        {"host_bottleneck", 43, 4}},
+       {}, "data_starvation", "host_bottleneck", "infrastructure"},
+      {"a slow shard", kHealthy,
+       {{"data_starvation", 42, 14, {{"storage_read_ms", 360}, {"storage_read_median_ms", 13}, {"onset_step", 40}}}}, {},
+       "data_starvation", "data_pipeline", "data"},
+      {"a slow loader", kHealthy,
+       {{"data_starvation", 42, 14, {{"storage_read_ms", 14}, {"storage_read_median_ms", 13}, {"onset_step", 40}}}}, {},
+       "data_starvation", "data_pipeline", "data"},
+      // Network (spec sections 12, 37).
+      {"collectives slow down", [](int64_t s, Shape& sh) { if (s >= 40) sh.comm = 0.37, sh.compute = 0.6; },
+       {{"comm_bottleneck", 42, -1, {{"onset_step", 40}}}, {"throughput_drop", 47, -1, {{"onset_step", 41}}}}, {},
+       "comm_bottleneck", "network", "network"},
+      {"communication-bound from the start", [](int64_t, Shape& sh) { sh.comm = 0.4; },
+       {{"comm_bottleneck", 42, -1, {{"onset_step", 40}}}}, {}, "comm_bottleneck", "inefficient_compute", "training"},
+      // Training slow (spec section 59).
+      {"throughput down, GPUs wait for data", [](int64_t s, Shape& sh) { if (s >= 40) sh.data_wait = 0.2, sh.compute = 0.75; },
+       {{"throughput_drop", 45, -1, {{"onset_step", 40}}}}, {}, "throughput_drop", "data_pipeline", "data"},
+      {"throughput down, GPUs idle with no wait", [](int64_t s, Shape& sh) { if (s >= 40) sh.compute = 0.7; },
+       {{"throughput_drop", 45, -1, {{"onset_step", 40}}}}, {}, "throughput_drop", "host_bottleneck", "infrastructure"},
+      {"MFU down after a config change", [](int64_t s, Shape& sh) { if (s >= 60) sh.mfu = 0.25, sh.compute = 0.93; },
+       {{"mfu_drop", 67, -1, {{"onset_step", 60}}}, {"throughput_drop", 69, -1, {{"onset_step", 61}}}},
+       {{"config_change", 60, "activation_checkpointing"}}, "mfu_drop", "config_change", "training"},
+      {"MFU down with no change", [](int64_t s, Shape& sh) { if (s >= 60) sh.mfu = 0.25; },
+       {{"mfu_drop", 67, -1, {{"onset_step", 60}}}}, {}, "mfu_drop", "inefficient_compute", "training"},
+      {"throughput down, a GPU throttled", kHealthy,
+       {{"throughput_drop", 45, -1, {{"onset_step", 40}}}, {"clock_low", 46, 3}}, {}, "clock_low", "hardware_throttle",
+       "infrastructure"},
+      // Hardware faults.
+      {"XID, then the rank goes missing", kHealthy, {{"xid_error", 60, 6}, {"rank_missing", 60, 6}}, {{"xid", 60}},
+       "xid_error", "hardware_fault", "infrastructure"},
+      {"uncorrectable ECC", kHealthy, {{"ecc_uncorrected", 60, 6}}, {}, "ecc_uncorrected", "hardware_fault",
+       "infrastructure"},
+      {"a rank stops reporting", kHealthy, {{"rank_missing", 50, 9}}, {}, "rank_missing", "hardware_fault",
+       "infrastructure"},
+      {"NVLink errors", kHealthy, {{"nvlink_error", 50, 9}}, {}, "nvlink_error", "hardware_fault", "infrastructure"},
+      // Memory and checkpoints.
+      {"OOM on a long batch", kHealthy,
+       {{"oom", 60, 6, {{"seq_len", 32768}, {"seq_len_median", 4096}, {"mem_peak_bytes", 85e9}, {"mem_peak_median_bytes", 64e9}}}},
+       {}, "oom", "memory", "training"},
+      {"OOM, steady memory", kHealthy, {{"oom", 60, 6}}, {}, "oom", "memory", "training"},
+      {"slow checkpoints", kHealthy, {{"checkpoint_overhead", 60, -1, {{"onset_step", 50}}}}, {}, "checkpoint_overhead",
+       "checkpoint", "platform"},
+      {"failed checkpoint", kHealthy, {{"checkpoint_failure", 50, -1}}, {}, "checkpoint_failure", "checkpoint", "platform"},
+  };
+  // clang-format on
+  for (const auto& c : cases) {
+    CAPTURE(std::string(c.name));
+    auto d = diagnoses(window(80, c.shape, c.symptoms, c.events));
+    REQUIRE(d.size() == 1);
+    CAPTURE(d[0].summary);
+    CHECK(d[0].symptom == c.symptom);
+    CHECK(d[0].cause == c.cause);
+    CHECK(d[0].owner == c.owner);
+    CHECK(d[0].severity == Severity::kInfo);
+    CHECK(!d[0].recommendation.empty());
+    CHECK(d[0].recommendation.find('{') == std::string::npos);
+    CHECK(d[0].summary.find("LIKELY CAUSE: " + std::string(c.cause)) == 0);
+    CHECK(has_evidence(d[0], c.symptom));
+    CHECK(has_evidence(d[0], "rule"));
+    // The locators are the symptom's.
+    const Sym* primary = nullptr;
+    for (const auto& s : c.symptoms) {
+      if (s.kind == c.symptom) primary = &s;
+    }
+    REQUIRE(primary != nullptr);
+    CHECK(*d[0].step == primary->step);
+    CHECK(d[0].rank.has_value() == (primary->rank >= 0));
+    if (primary->rank >= 0) {
+      CHECK(*d[0].rank == primary->rank);
+      CHECK(d[0].node.str() == "node-" + std::to_string(primary->rank / 8));
+      CHECK(*d[0].gpu == primary->rank % 8);
+    }
+  }
+}
+
+TEST_CASE("root_cause: the diagnosis carries the onset, the events of the window and the signals") {
+  auto d = diagnoses(window(80,
+                            [](int64_t s, Shape& sh) {
+                              if (s >= 50) sh.lr = 3e-3, sh.grad_norm = 30;
+                            },
+                            {{"grad_spike", 50, 0}, {"loss_spike", 50, 0}, {"nan_loss", 53, 0}},
+                            {{"config_change", 50, "lr"}}));
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].symptom == "nan_loss");  // the highest-ranked symptom of the tree
+  CHECK(d[0].cause == "config_change");
+  CHECK(attr(d[0], "onset_step") == 50);
+  CHECK(attr(d[0], "symptoms") == 3);
+  CHECK(attr(d[0], "revision") == 1);
+  CHECK(attr(d[0], "lr") == doctest::Approx(3e-3));
+  bool event = false, signal = false;
+  for (const auto& e : d[0].evidence) {
+    event |= e.kind == "config_change" && e.step == 50 && e.detail == "lr 0.0003 -> 0.003";
+    signal |= e.kind == "signal" && e.detail.find("lr 0.003 against a baseline of 0.0003 before step 50") == 0;
+  }
+  CHECK(event);
+  CHECK(signal);
+  CHECK(d[0].alert_id == make_alert_id("diagnosis", Symbol::intern(kRun), 0, Symbol::intern("node-0"), 0, 50));
+}
+
+TEST_CASE("root_cause: one diagnosis per incident") {
+  struct Case {
+    const char* name;
+    std::vector<Sym> symptoms;
+    size_t expect;
+  };
+  // clang-format off
+  const Case cases[] = {
+      {"straggler and the throughput drop it causes", {{"straggler", 42, 5}, {"throughput_drop", 45}}, 1},
+      {"throughput drop first, then the straggler", {{"throughput_drop", 42}, {"straggler", 44, 5}}, 1},
+      {"two ranks of one node", {{"data_starvation", 42, 4}, {"host_bottleneck", 43, 5}}, 1},
+      {"stragglers on two nodes", {{"straggler", 42, 5}, {"straggler", 43, 21}}, 2},
+      {"a straggler and a throttled GPU beside it", {{"straggler", 42, 13}, {"thermal_throttle", 45, 12}}, 2},
+      {"the same rank, far apart", {{"straggler", 42, 5}, {"straggler", 130, 5}}, 2},
+      {"two runs", {{"straggler", 42, 5}, {"straggler", 42, 5, {}, "r2"}}, 2},
+      {"context alerts are no symptoms", {{"diagnosis", 42, 5}}, 0},
+  };
+  // clang-format on
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    auto d = diagnoses(window(150, kHealthy, c.symptoms));
+    std::set<std::string> ids;
+    for (const auto& a : d) ids.insert(a.alert_id);
+    CHECK(d.size() == c.expect);
+    CHECK(ids.size() == c.expect);
+  }
+}
+
+TEST_CASE("root_cause: later evidence that changes the cause re-emits the diagnosis with the same alert_id") {
+  // A straggler with nothing to explain it; then its GPU throws an XID.
+  auto rows = window(80, kHealthy, {{"straggler", 42, 5, {{"onset_step", 40}}}, {"xid_error", 55, 5}});
+  auto d = diagnoses(rows);
+  REQUIRE(d.size() == 2);
+  CHECK(d[0].cause == "unknown");
+  CHECK(d[0].symptom == "straggler");
+  CHECK(d[1].cause == "hardware_fault");
+  CHECK(d[1].symptom == "xid_error");
+  CHECK(d[1].alert_id == d[0].alert_id);
+  CHECK(attr(d[0], "revision") == 1);
+  CHECK(attr(d[1], "revision") == 2);
+  CHECK(d[1].time_ns > d[0].time_ns);
+  CHECK(attr(d[1], "onset_step") == 40);
+  // A later symptom that does not change the cause emits nothing.
+  CHECK(diagnoses(window(80, kHealthy, {{"straggler", 42, 5}, {"throughput_drop", 52}})).size() == 1);
+}
+
+TEST_CASE("root_cause: a symptom is held for after_steps, its deadline, or its run's end") {
+  SUBCASE("after_steps of step_stats") {
+    auto d = diagnoses(window(80, kHealthy, {{"rank_missing", 50, 9}}), true, "after_steps: 7");
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].time_ns == at_step(57) + 50'000'000);  // the step_stats row of step 57
+  }
+  SUBCASE("max_wait when the steps stop") {
+    auto d = diagnoses(window(52, kHealthy, {{"rank_missing", 50, 9}}), true, "max_wait: 30s");
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].time_ns == at_step(50) + 60'000'000 + 30 * kSec);
+  }
+  SUBCASE("the run ends") {
+    auto rows = window(52, kHealthy, {{"oom", 51, 6}});
+    RunEnd end;
+    end.run_id = Symbol::intern(kRun);
+    end.set_present(RunEnd::F::run_id);
+    Record r;
+    r.time_ns = at_step(52) + kSec;
+    r.body = end;
+    rows.push_back(r);
+    auto d = diagnoses(rows);
+    REQUIRE(d.size() == 1);
+    CHECK(d[0].time_ns == r.time_ns);
+  }
+}
+
+TEST_CASE("root_cause: the same diagnoses whatever the watermark cadence and partitioning") {
+  auto rows = window(150,
+                     [](int64_t s, Shape& sh) {
+                       if (s >= 40 && s < 90) sh.data_wait = 0.2, sh.compute = 0.7;
+                     },
+                     {{"straggler", 42, 5, {{"gpu_temp_c", 92}}},
+                      {"throughput_drop", 45},
+                      {"data_starvation", 44, 17},
+                      {"straggler", 43, 5, {}, "r2"},
+                      {"nan_loss", 120, 0},
+                      {"xid_error", 60, 5}},
+                     {{"config_change", 100, "lr"}});
+  auto fine = diagnoses(rows, true);
+  auto coarse = diagnoses(rows, false);
+  REQUIRE(!fine.empty());
+  CHECK(fine == coarse);
+  auto def = make_operator("root_cause");
+  std::vector<Alert> one = alerts_of(run_split(*def, rows, 1), "diagnosis");
+  std::vector<Alert> three = alerts_of(run_split(*def, rows, 3), "diagnosis");
+  CHECK(one == fine);
+  CHECK(three == fine);
+}
+
+TEST_CASE("root_cause: parameters are checked when the pipeline is built") {
+  CHECK_THROWS_AS(make_operator("root_cause", "history_steps: 10"), runtime::ConfigError);  // < before + after
+  CHECK_THROWS_AS(make_operator("root_cause", "after_step: 3"), runtime::ConfigError);
+  CHECK_THROWS_AS(make_operator("root_cause", "rules: /nonexistent/rules"), runtime::ConfigError);
+  CHECK_NOTHROW(make_operator("root_cause", std::string("rules: ") + RUNLENS_SOURCE_DIR + "/configs/rules"));
+}

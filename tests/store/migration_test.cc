@@ -1,0 +1,142 @@
+// The versioned schema: a store written by the first schema version
+// (tests/store/data/runlens_v1.sql, frozen) is upgraded in place, its rows
+// kept and backfilled; version 1 as the code builds it today is still the
+// schema that file was written with; newer or unmigrated stores are refused.
+#include <set>
+
+#include "connectors/sqlite_schema.h"
+#include "connectors/store.h"
+#include "tests/store/store_scenarios.h"
+
+using namespace runlens;
+using namespace runlens::testing;
+
+namespace {
+
+const std::string kFixture = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v1.sql";
+
+std::string v1_store(const std::string& dir) {
+  std::string db = dir + "/v1.db";
+  SqliteFile f(db);
+  f.exec(read_file(kFixture));
+  return db;
+}
+
+// The schema as SQLite keeps it (tables, indexes), comparable across files.
+std::string schema_of(const std::string& db) {
+  SqliteFile f(db);
+  return f.rows("SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY type, name");
+}
+
+}  // namespace
+
+TEST_CASE("migration: a version-1 store opens at the current version with its rows kept and backfilled") {
+  std::string dir = fresh_dir("migrate");
+  std::string db = v1_store(dir);
+  REQUIRE(store::schema_version(db) == 1);
+
+  store::Store s = store::open_store(db);
+  CHECK(store::schema_version(db) == store::kSchemaVersion);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n");
+    // Each version-1 alert became an incident of its own.
+    CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
+          "inc-00000000000000aa|straggler|12|1\n");
+    CHECK(f.rows("SELECT incident_id FROM alerts") == "inc-00000000000000aa\n");
+    CHECK(f.rows("SELECT restarts FROM runs") == "0\n");
+    // The tables of tiered retention are there, empty.
+    for (const char* t : {"rank_windows", "rank_step_blocks", "gpu_sample_blocks", "gpu_rollups", "node_rollups"}) {
+      CHECK(f.count(t) == 0);
+    }
+  }
+
+  // The upgraded store answers like a new one.
+  auto run = s.graph->run("old-run");
+  REQUIRE(run);
+  CHECK(run->status == "completed");
+  CHECK(run->step == 30);
+  CHECK(run->config.size() == 2);
+  CHECK(run->last_checkpoint_id == "old-run-ckpt-20");
+  auto alerts = s.graph->alerts({});
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts[0].alert.kind == "straggler");
+  CHECK(alerts[0].incident_id == "inc-00000000000000aa");
+  auto lineage = s.graph->lineage("v100");
+  REQUIRE(lineage.size() == 1);
+  REQUIRE(lineage[0].children.size() == 1);
+  CHECK(lineage[0].children[0].type == "checkpoint");
+  CHECK(lineage[0].children[0].children.back().type == "training_run");
+  // And takes new rows of every kind.
+  store::MetricBatch mb;
+  for (int32_t rank : {0, 1}) {
+    store::RankStepRow r;
+    r.run_id = "old-run";
+    r.step = 12;
+    r.rank = rank;
+    r.gpu = rank;
+    r.step_ms = 2100;
+    r.work_ms = rank ? 2100 : 1000;
+    r.ratio_to_median = rank ? 2.1 : 1.0;
+    r.kept_for = "failure";
+    mb.rank_steps.push_back(r);
+  }
+  store::RankWindowRow w;
+  w.run_id = "old-run";
+  w.first_step = 1;
+  w.last_step = 100;
+  w.rank = 1;
+  w.steps = 30;
+  w.work_ms_sum = 63000;
+  mb.rank_windows.push_back(w);
+  s.metrics->write(mb);
+  CHECK(s.metrics->rank_summaries("old-run", {}).size() == 1);
+  auto ranks = s.metrics->rank_steps("old-run", {}, 10);
+  REQUIRE(ranks.size() == 2);
+  CHECK(ranks[1].node == "node-a");  // from the allocations
+  CHECK(ranks[1].ratio_to_median == 2.1);
+  CHECK_FALSE(ranks[1].comm_ms);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: version 1 built by today's code is the schema the frozen store was written with") {
+  std::string dir = fresh_dir("schema-v1");
+  std::string built = dir + "/built.db";
+  { store::open_store(built, {store::OpenMode::kReadWrite, 1}); }
+  CHECK(store::schema_version(built) == 1);
+  CHECK(schema_of(built) == schema_of(v1_store(dir)));
+  // Migrations are numbered 1, 2, ... with nothing skipped.
+  int expected = 1;
+  for (const auto& m : store::sqlite_migrations()) CHECK(m.version == expected++);
+  CHECK(store::sqlite_migrations().back().version == store::kSchemaVersion);
+  // A store migrated step by step has the schema of one made at once.
+  { store::open_store(built); }
+  std::string fresh = dir + "/fresh.db";
+  { store::open_store(fresh); }
+  CHECK(schema_of(built) == schema_of(fresh));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: a newer store is refused, an older one is not read without migrating") {
+  std::string dir = fresh_dir("schema-newer");
+  std::string db = v1_store(dir);
+  CHECK_THROWS_WITH_AS(store::open_store(db, {store::OpenMode::kReadOnly}),
+                       doctest::Contains("open it read-write once to migrate"), store::StoreError);
+  { store::open_store(db); }
+  {
+    SqliteFile f(db);
+    f.exec("INSERT INTO schema_version VALUES (99, 'from the future')");
+  }
+  CHECK_THROWS_WITH_AS(store::open_store(db), doctest::Contains("newer than this runlens understands"),
+                       store::StoreError);
+  CHECK_THROWS_AS(store::open_store(dir + "/missing/dir/x.db", {store::OpenMode::kReadOnly}), store::StoreError);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: the store is in WAL mode") {
+  std::string dir = fresh_dir("wal");
+  { store::open_store(dir + "/w.db"); }
+  SqliteFile f(dir + "/w.db");
+  CHECK(f.rows("PRAGMA journal_mode") == "wal\n");
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,176 @@
+// `runlens report`: the researcher failure page of spec section 24 from the
+// store, as text and JSON; with a diagnosis in the store it gives the cause,
+// owner and recommendation, without one it says the cause is unknown and
+// lists the evidence.
+#include "tools/report.h"
+
+#include <sys/wait.h>
+
+#include <array>
+
+#include "connectors/store.h"
+#include "tests/store/store_scenarios.h"
+
+using namespace runlens;
+using namespace runlens::testing;
+
+namespace {
+
+struct Shell {
+  int code = -1;
+  std::string output;
+};
+Shell sh(const std::string& args) {
+  Shell r;
+  FILE* p = popen((std::string(RUNLENS_BINARY) + " " + args + " 2>&1").c_str(), "r");
+  REQUIRE(p);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+// The NaN run replayed through the core operators only: no diagnosis operator.
+const std::string& undiagnosed_db() {
+  static const std::string db = [] {
+    std::string dir = fresh_dir("report-undiagnosed");
+    replay_into({scenarios().dir + "/diverge.jsonl"}, dir + "/out", dir + "/runlens.db", 2, store_pipeline(dir));
+    return dir + "/runlens.db";
+  }();
+  static const struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{std::filesystem::path(db).parent_path().string()};
+  return db;
+}
+
+TEST_CASE("report: a run that failed with NaN, without a diagnosis") {
+  auto page = report::failure_page({undiagnosed_db(), "diverge"});
+  REQUIRE(page);
+  const std::string& t = *page;
+  for (const char* part : {"TRAINING RUN diverge",
+                           "STATUS\nFAILED",
+                           "Failure:\nNaN loss detected at step 160",
+                           "MODEL",
+                           "llama-x-7b",
+                           "GPUs:\n16 (4 nodes)",
+                           "Loss\n",
+                           "Gradient norm\n",
+                           "Learning rate\n",
+                           "INFRASTRUCTURE",
+                           "GPU Util",
+                           "MFU",
+                           "GPU errors     none",
+                           "NCCL errors    none",
+                           "OOM            none",
+                           "LIKELY CAUSE\n────────────────────────────────────\nUnknown.",
+                           "Evidence:",
+                           "RELATED EVENTS",
+                           "150        learning rate changed",
+                           "160        non-finite",
+                           "RECOMMENDATION"}) {
+    CHECK_MESSAGE(has(t, part), "missing '" << part << "' in\n" << t);
+  }
+  // The series runs from before the LR change into the NaN, as on the spec's page.
+  auto loss = t.substr(t.find("Loss\n") + 5);
+  loss = loss.substr(0, loss.find('\n'));
+  CHECK(has(loss, " → NaN"));
+  auto lr = t.substr(t.find("Learning rate\n") + 14);
+  lr = lr.substr(0, lr.find('\n'));
+  CHECK(has(lr, "↑"));
+
+  auto json_page = report::failure_page({undiagnosed_db(), "diverge", true});
+  REQUIRE(json_page);
+  auto v = parse_json(*json_page);
+  CHECK(v.find("status")->text == "FAILED");
+  CHECK(v.find("failure")->find("kind")->text == "nan_loss");
+  CHECK(v.find("failure")->find("step")->integer == 160);
+  CHECK(v.find("likelyCause")->find("source")->text == "unknown");
+  CHECK(!v.find("likelyCause")->find("evidence")->items.empty());
+  CHECK(v.find("training")->find("loss")->items.back().find("value")->text == "NaN");
+  CHECK(v.find("gpus")->integer == 16);
+}
+
+TEST_CASE("report: a diagnosis in the store gives the likely cause, owner and recommendation") {
+  std::string dir = fresh_dir("report-diagnosis");
+  std::string db = dir + "/runlens.db";
+  std::filesystem::copy_file(undiagnosed_db(), db);
+  {
+    // What a diagnosis operator writes through the timeline sink.
+    Alert d;
+    d.alert_id = "d1a9d1a9d1a9d1a9";
+    d.kind = "diagnosis";
+    d.severity = Severity::kCritical;
+    d.run_id = Symbol::intern("diverge");
+    d.step = 160;
+    d.time_ns = 1767226000000000000;
+    d.symptom = "nan_loss";
+    d.cause = "training_instability";
+    d.owner = "training";
+    d.summary = "loss diverged after the learning rate rose 20x at step 150";
+    d.recommendation = "Inspect the LR scheduler, the checkpoint restore state and the mixed precision configuration.";
+    d.evidence = {{"lr_change", 150, "learning rate x20"}, {"grad_spike", 150, "gradient norm 41x"}};
+    store::GraphBatch b;
+    store::StoredAlert sa;
+    sa.alert = d;
+    jsonl::encode_alert(d, &sa.json);
+    b.alerts.push_back(sa);
+    store::open_store(db).graph->write(b);
+  }
+  auto page = report::failure_page({db, "diverge"});
+  REQUIRE(page);
+  CHECK(has(*page, "LIKELY CAUSE\n────────────────────────────────────\nTraining instability. Owner: training."));
+  CHECK(has(*page, "loss diverged after the learning rate rose 20x at step 150"));
+  CHECK(has(*page, "150  learning rate x20"));
+  CHECK(has(*page, "RECOMMENDATION\n────────────────────────────────────\nInspect the LR scheduler"));
+  auto v = parse_json(*report::failure_page({db, "diverge", true}));
+  CHECK(v.find("likelyCause")->find("source")->text == "diagnosis");
+  CHECK(v.find("likelyCause")->find("owner")->text == "training");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("report: with the shipped pipeline, the diagnosis operator's cause is the likely cause") {
+  store::Store s = store::open_store(scenarios().db);
+  store::AlertFilter f;
+  f.run_id = "diverge";
+  f.kind = "diagnosis";
+  auto diagnoses = s.graph->alerts(f);
+  if (diagnoses.empty()) return;  // a pipeline without a diagnosis operator: covered above
+  auto v = parse_json(*report::failure_page({scenarios().db, "diverge", true}));
+  const auto* cause = v.find("likelyCause");
+  CHECK(cause->find("source")->text == "diagnosis");
+  bool known = false;
+  for (const auto& d : diagnoses) known |= d.alert.cause == cause->find("cause")->text;
+  CHECK(known);
+  CHECK(!v.find("recommendation")->items.empty());
+}
+
+TEST_CASE("report: a straggler run is an incident, with the straggler in the infrastructure summary") {
+  auto page = report::failure_page({scenarios().db, "straggle"});
+  REQUIRE(page);
+  CHECK(has(*page, "STATUS\nCOMPLETED\nIncident:\nStraggler detected at step"));
+  CHECK(has(*page, "Stragglers     rank 5 (gpu-node-1 GPU 1)"));
+  CHECK_FALSE(report::failure_page({scenarios().db, "no-such-run"}));
+}
+
+TEST_CASE("report and serve on the command line: exit codes and formats") {
+  const std::string& db = scenarios().db;
+  auto text = sh("report --db " + db + " --run diverge");
+  CHECK(text.code == 0);
+  CHECK(has(text.output, "NaN loss detected at step 160"));
+  auto json = sh("report --db " + db + " --run diverge --format json");
+  CHECK(json.code == 0);
+  CHECK(parse_json(json.output).find("runId")->text == "diverge");
+  CHECK(sh("report --db " + db + " --run nope").code == 2);
+  CHECK(sh("report --db /nonexistent/runlens.db --run diverge").code == 2);
+  CHECK(sh("report --db " + db + " --run diverge --format yaml").code == 2);
+  auto serve = sh("serve --db /nonexistent/runlens.db --port 0");
+  CHECK(serve.code == 2);
+  CHECK(has(serve.output, "no store at /nonexistent/runlens.db"));
+}

@@ -1,0 +1,26 @@
+// The researcher failure page of spec section 24, built from the store:
+// status and failure, model and GPUs, the training series around the
+// failure, an infrastructure summary, the likely cause (from a diagnosis
+// alert when the store holds one; otherwise "unknown" with the evidence),
+// related events with their steps, and the recommendation.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace runlens::report {
+
+struct ReportOptions {
+  std::string db_path;
+  std::string run_id;
+  bool json = false;     // --format json
+  int64_t window = 100;  // steps before the failure searched for related events
+};
+
+// The page as text or JSON; nullopt when the store has no such run. Throws store::StoreError.
+std::optional<std::string> failure_page(const ReportOptions& options);
+
+// `runlens report`: prints the page; returns the exit code (2 for an unknown run or store).
+int report_main(const ReportOptions& options);
+
+}  // namespace runlens::report
