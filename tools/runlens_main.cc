@@ -7,6 +7,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -316,8 +317,12 @@ int main(int argc, char** argv) {
   serve->add_option("--host", serve_opts.host, "Address to bind")->capture_default_str();
   report::ReportOptions report_opts;
   std::string report_format = "text";
-  auto* rep = app.add_subcommand("report", "Print a run's failure page (spec section 24) from a store");
-  rep->add_option("--db", report_opts.db_path, "The store (e.g. out/runlens.db)")->required();
+  std::vector<std::string> report_inputs;
+  auto* rep = app.add_subcommand("report", "Print a run's failure page (spec section 24) from a store, a replay's "
+                                           "output directory, or telemetry files (replayed first)");
+  rep->add_option("INPUT", report_inputs,
+                  "A store, a directory holding runlens.db (e.g. a replay's --out), or telemetry files to replay");
+  rep->add_option("--db", report_opts.db_path, "The store (e.g. out/runlens.db)");
   rep->add_option("--run", report_opts.run_id, "Run id")->required();
   rep->add_option("--format", report_format, "text or json")
       ->capture_default_str()
@@ -515,7 +520,40 @@ int main(int argc, char** argv) {
     if (*serve) return api::serve_until(serve_opts, [] { return g_signal.load() != 0; });
     if (*rep) {
       report_opts.json = report_format == "json";
-      return report::report_main(report_opts);
+      namespace fs = std::filesystem;
+      std::string tmp;
+      if (report_opts.db_path.empty()) {
+        if (report_inputs.empty()) {
+          std::fprintf(stderr, "runlens report: give a store (--db FILE), a directory, or telemetry files\n");
+          return kExitUsage;
+        }
+        const std::string& first = report_inputs[0];
+        std::ifstream probe(first, std::ios::binary);
+        char magic[16] = {};
+        probe.read(magic, sizeof magic);
+        if (report_inputs.size() == 1 && fs::is_directory(first)) {
+          report_opts.db_path = (fs::path(first) / "runlens.db").string();
+        } else if (report_inputs.size() == 1 && std::string(magic, 15) == "SQLite format 3") {
+          report_opts.db_path = first;
+        } else {
+          // Telemetry: replay it through the default pipeline into a scratch store first.
+          tmp = (fs::temp_directory_path() / ("runlens-report-" + std::to_string(getpid()))).string();
+          fs::create_directories(tmp);
+          std::map<std::string, std::string> rvars{{"RUNLENS_OUT", tmp}, {"RUNLENS_PUBLISH", "ipc://" + tmp + "/alerts"}};
+          auto spec = load_pipeline("", rvars);
+          spec.settings.overflow = runtime::OverflowPolicy::kBlock;
+          // The console sink would print every alert before the page: keep the page alone on stdout.
+          std::erase_if(spec.components, [](const runtime::ComponentSpec& c) { return c.type == "console"; });
+          EngineOptions eo;
+          eo.replay_inputs = report_inputs;
+          eo.out_dir = tmp;
+          Engine(std::move(spec), eo).run();
+          report_opts.db_path = tmp + "/runlens.db";
+        }
+      }
+      int rc = report::report_main(report_opts);
+      if (!tmp.empty()) std::filesystem::remove_all(tmp);
+      return rc;
     }
   } catch (const runtime::ConfigError& e) {
     for (const auto& d : e.diagnostics()) std::fprintf(stderr, "%s\n", d.str().c_str());

@@ -163,3 +163,13 @@ TEST_CASE("docs/telemetry.md holds the contract's field table as generated from 
   CHECK_MESSAGE(read(kSrc + "/docs/telemetry.md").find(runlens::contract_markdown()) != std::string::npos,
                 "regenerate the table with: build/runlens operators --contract");
 }
+
+TEST_CASE("report replays telemetry files and prints the failure page") {
+  auto r = sh("report " + kSrc + "/tests/golden/nan_loss/input.jsonl --run golden-nan");
+  CHECK(r.code == 0);
+  CHECK(r.output.find("TRAINING RUN golden-nan") != std::string::npos);
+  CHECK(r.output.find("NaN loss detected at step 40") != std::string::npos);
+  CHECK(r.output.find("LIKELY CAUSE") != std::string::npos);
+  CHECK(r.output.find("training_instability") != std::string::npos);
+  CHECK(sh("report --run golden-nan").code == 2);
+}
