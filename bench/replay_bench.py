@@ -36,9 +36,11 @@ def count_events(binary, path):
     raise RuntimeError("cannot count events: " + out.stderr)
 
 
-def replay_once(binary, path, threads, outdir):
+def replay_once(binary, path, threads, outdir, pipeline=None):
     args = [binary, "replay", path, "--quiet", "--threads", str(threads), "--out", outdir,
             "--set", "RUNLENS_PUBLISH=ipc://" + outdir + "/pub"]
+    if pipeline:
+        args += ["--pipeline", pipeline]
     start = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -57,6 +59,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--memory-steps", type=int, nargs="*", default=[])
+    ap.add_argument("--pipelines", nargs="+", default=["default"],
+                    help="pipeline files to compare side by side; 'default' is the embedded default pipeline")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     outdir = os.path.join(a.dir, "out")
@@ -81,17 +85,19 @@ def main():
     synth(a.bin, path, a.ranks, a.steps)
     events = count_events(a.bin, path)
     print("recording: %s, %d events, %.0f MiB" % (path, events, os.path.getsize(path) / 2**20))
-    runs = {t: [] for t in a.threads}
+    configs = [(p, t) for p in a.pipelines for t in a.threads]
+    runs = {c: [] for c in configs}
     for _ in range(a.repeat):
-        for t in a.threads:
-            runs[t].append(replay_once(a.bin, path, t, outdir))
+        for p, t in configs:
+            runs[(p, t)].append(replay_once(a.bin, path, t, outdir, None if p == "default" else p))
     base = None
-    for t in a.threads:
-        secs = statistics.median(r[0] for r in runs[t])
-        rss = statistics.median(r[1] for r in runs[t]) / 1024
+    for p, t in configs:
+        secs = statistics.median(r[0] for r in runs[(p, t)])
+        rss = statistics.median(r[1] for r in runs[(p, t)]) / 1024
         rate = events / secs
         base = base or rate
-        print("  threads %d: median %.3f s  %.2f M events/s  (x%.2f)  peak RSS %.0f MiB" % (t, secs, rate / 1e6, rate / base, rss))
+        print("  %-28s threads %d: median %.3f s  %.2f M events/s  (x%.2f)  peak RSS %.0f MiB"
+              % (os.path.basename(p), t, secs, rate / 1e6, rate / base, rss))
 
 
 if __name__ == "__main__":

@@ -554,8 +554,14 @@ class Executor {
     p->pending.swap(p->keep);
     p->order.clear();
     for (const auto& r : p->ready) p->order.push_back(&r);
-    std::sort(p->order.begin(), p->order.end(),
-              [](const R* a, const R* b) { return RowTraits<R>::compare(*a, *b) < 0; });
+    // Event time decides almost every comparison; the full canonical compare
+    // only breaks ties. Input mostly arrives in order, so check before sorting.
+    auto before = [](const R* a, const R* b) {
+      int64_t ta = RowTraits<R>::time_ns(*a), tb = RowTraits<R>::time_ns(*b);
+      if (ta != tb) return ta < tb;
+      return RowTraits<R>::compare(*a, *b) < 0;
+    };
+    if (!std::is_sorted(p->order.begin(), p->order.end(), before)) std::sort(p->order.begin(), p->order.end(), before);
     p->emitted.clear();
     Emitter<R> out(&p->emitted, p->forwarded_wm);
     for (const R* r : p->order) p->op->process(*r, out);
