@@ -31,7 +31,7 @@ namespace {
 struct RunState {
   std::shared_ptr<const RunInfo> info;
   bool raised = false;
-  int64_t finite_since_raise = 0;
+  int64_t last_bad_step = INT64_MIN / 2;  // latest step with non-finite values
 };
 
 class NanDetect final : public Operator {
@@ -45,7 +45,9 @@ class NanDetect final : public Operator {
         runs_[r.run_start().run_id].info = RunInfo::from(r.run_start());
         return;
       case Kind::kRunEnd:
-        runs_.erase(r.as<RunEnd>().run_id);
+        // Keep the incident state: other ranks' last train events may still
+        // follow rank 0's run_end, and must not raise the same incident again.
+        runs_[r.as<RunEnd>().run_id].info.reset();
         return;
       case Kind::kEvent: {
         const Occurrence& e = r.as<Occurrence>();
@@ -58,11 +60,12 @@ class NanDetect final : public Operator {
     const Train& t = r.as<Train>();
     RunState& st = runs_[t.run_id];
     std::string why = nan_reason(t);
+    // Re-arm by steps, not by events: every rank may report each step.
     if (why.empty()) {
-      if (st.raised && ++st.finite_since_raise >= o_.rearm_steps) st.raised = false;
+      if (st.raised && t.step >= st.last_bad_step + o_.rearm_steps) st.raised = false;
       return;
     }
-    st.finite_since_raise = 0;
+    st.last_bad_step = std::max(st.last_bad_step, t.step);
     if (st.raised) return;
     st.raised = true;
     out.emit(alert_record(make_alert(r, t, st, why)));
@@ -130,7 +133,7 @@ void RegisterNanDetect(Registry& registry) {
       "nan_count or inf_count is above 0; once per incident and run.";
   info.params = {
       {"rearm_steps", ParamType::kInt, "100",
-       "Train events with finite values after which a run can raise nan_loss again.", {}, 1, std::nullopt},
+       "Steps without non-finite values after which a run can raise nan_loss again.", {}, 1, std::nullopt},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kTrain) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);

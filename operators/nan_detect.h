@@ -1,7 +1,7 @@
 // nan_detect: a NaN or Inf loss or grad_norm, or nan_count / inf_count > 0 on
 // a train event, raises `nan_loss` (critical) at its step. One alert per
-// incident and run: once raised, it re-arms after `rearm_steps` train events
-// with finite values (or a restart).
+// incident and run: once raised, it re-arms once `rearm_steps` steps have
+// passed without non-finite values (or on a restart).
 #pragma once
 
 #include "operators/operator.h"

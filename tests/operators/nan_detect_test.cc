@@ -75,3 +75,33 @@ TEST_CASE("nan_detect reads NaN as Python's json module writes it") {
   run_operator(*def, {r}, &run);
   CHECK(run.alerts("nan_loss").size() == 1);
 }
+
+TEST_CASE("nan_detect: one incident across ranks, also after rank 0's run_end") {
+  // Every rank reports train metrics; rank 0 ends the run before the others' last reports.
+  auto def = make_operator("nan_detect");
+  std::vector<Record> rows{run_start("r1", 4)};
+  int64_t t = kT0;
+  for (int64_t s = 1; s <= 30; ++s) {
+    t += kSec;
+    for (int32_t r = 0; r < 4; ++r) {
+      Record tr = train("r1", s, s >= 10 ? kNaN : 2.0, t + r);
+      Train body = tr.as<Train>();
+      body.rank = r;
+      body.set_present(Train::F::rank);
+      tr.body = body;
+      rows.push_back(tr);
+    }
+  }
+  RunEnd end;
+  end.run_id = Symbol::intern("r1");
+  end.set_present(RunEnd::F::run_id);
+  Record re;
+  re.time_ns = t + 1;  // before ranks 1..3 report step 30
+  re.body = end;
+  rows.push_back(re);
+  OperatorRun run;
+  run_operator(*def, rows, &run);
+  auto alerts = run.alerts("nan_loss");
+  REQUIRE(alerts.size() == 1);
+  CHECK(*alerts[0].step == 10);
+}
