@@ -1,8 +1,9 @@
 #include "operators/rank_join.h"
 
+#include "operators/run_deadlines.h"
+
 #include <deque>
 #include <map>
-#include <queue>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -28,19 +29,6 @@ struct RunState {
   std::unordered_map<int32_t, int64_t> missing;
   std::vector<int64_t> last_seen;  // by rank: the latest step it reported
   Symbol tenant;
-};
-
-struct Timer {
-  int64_t deadline;
-  Symbol run;
-  int64_t step;
-};
-struct TimerAfter {  // min-heap by (deadline, run text, step): a deterministic firing order
-  bool operator()(const Timer& a, const Timer& b) const {
-    if (a.deadline != b.deadline) return a.deadline > b.deadline;
-    if (int c = Symbol::compare(a.run, b.run)) return c > 0;
-    return a.step > b.step;
-  }
 };
 
 constexpr size_t kClosedMemory = 4096;
@@ -117,7 +105,7 @@ class RankJoin final : public Operator {
     if (fresh) {
       p.first_time = r.time_ns;
       p.deadline = r.time_ns + o_.timeout_ns;
-      timers_.push(Timer{p.deadline, s.run_id, s.step});
+      timers_.schedule(p.deadline, s.run_id, s.step);
       if (static_cast<int64_t>(st.pending.size()) > o_.max_pending_steps) {
         // Too many open steps: close the oldest now, as if it had timed out.
         auto oldest = st.pending.begin();
@@ -149,15 +137,13 @@ class RankJoin final : public Operator {
   }
 
   void fire_until(int64_t t, Emitter& out) {
-    while (!timers_.empty() && timers_.top().deadline <= t) {
-      Timer tm = timers_.top();
-      timers_.pop();
-      auto run = runs_.find(tm.run);
-      if (run == runs_.end()) continue;
-      auto it = run->second.pending.find(tm.step);
-      if (it == run->second.pending.end() || it->second.deadline != tm.deadline) continue;
-      close(tm.run, run->second, it, tm.deadline, out);
-    }
+    timers_.fire_until(t, [&](int64_t deadline, Symbol run_id, int64_t step) {
+      auto run = runs_.find(run_id);
+      if (run == runs_.end()) return;
+      auto it = run->second.pending.find(step);
+      if (it == run->second.pending.end() || it->second.deadline != deadline) return;
+      close(run_id, run->second, it, deadline, out);
+    });
   }
 
   void close(Symbol run_id, RunState& st, std::map<int64_t, Pending>::iterator it, int64_t at, Emitter& out) {
@@ -246,7 +232,7 @@ class RankJoin final : public Operator {
   RankJoinOptions o_;
   runtime::OperatorContext ctx_;
   std::unordered_map<Symbol, RunState> runs_;
-  std::priority_queue<Timer, std::vector<Timer>, TimerAfter> timers_;
+  RunDeadlines<int64_t> timers_;  // by step
 };
 
 class RankJoinDef final : public OperatorDef {

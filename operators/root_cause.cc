@@ -1,5 +1,7 @@
 #include "operators/root_cause.h"
 
+#include "operators/run_deadlines.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -192,20 +194,6 @@ struct RunState {
   std::deque<Seen> seen;
   std::list<Incident> incidents;
   int64_t last_step = 0;
-};
-
-struct Timer {
-  int64_t deadline;
-  Symbol run;
-  uint64_t incident;
-  uint64_t generation;
-};
-struct TimerAfter {
-  bool operator()(const Timer& a, const Timer& b) const {
-    if (a.deadline != b.deadline) return a.deadline > b.deadline;
-    if (int c = Symbol::compare(a.run, b.run)) return c > 0;
-    return a.incident > b.incident;
-  }
 };
 
 constexpr size_t kMaxSeen = 2048;
@@ -565,7 +553,7 @@ class RootCause final : public Operator {
     inc->deadline = std::max(inc->pending ? inc->deadline : INT64_MIN, r.time_ns + o_.max_wait_ns);
     inc->pending = true;
     ++inc->generation;
-    timers_.push(Timer{inc->deadline, a.run_id, inc->id, inc->generation});
+    timers_.schedule(inc->deadline, a.run_id, {inc->id, inc->generation});
   }
 
   // A run-wide symptom joins any incident; a local one joins an incident with a
@@ -637,18 +625,16 @@ class RootCause final : public Operator {
   }
 
   void fire_until(int64_t t, Emitter& out) {
-    while (!timers_.empty() && timers_.top().deadline <= t) {
-      Timer tm = timers_.top();
-      timers_.pop();
-      auto run = runs_.find(tm.run);
-      if (run == runs_.end()) continue;
+    timers_.fire_until(t, [&](int64_t deadline, Symbol run_id, const std::pair<uint64_t, uint64_t>& key) {
+      auto run = runs_.find(run_id);
+      if (run == runs_.end()) return;
       for (auto& inc : run->second.incidents) {
-        if (inc.id == tm.incident && inc.pending && inc.generation == tm.generation) {
-          evaluate(tm.run, run->second, inc, tm.deadline, out);
+        if (inc.id == key.first && inc.pending && inc.generation == key.second) {
+          evaluate(run_id, run->second, inc, deadline, out);
           break;
         }
       }
-    }
+    });
   }
 
   void evaluate(Symbol run_id, RunState& st, Incident& inc, int64_t at, Emitter& out) {
@@ -747,7 +733,7 @@ class RootCause final : public Operator {
   RootCauseOptions o_;
   const rules::RuleSet& rules_;
   std::unordered_map<Symbol, RunState> runs_;
-  std::priority_queue<Timer, std::vector<Timer>, TimerAfter> timers_;
+  RunDeadlines<std::pair<uint64_t, uint64_t>> timers_;  // by (incident, generation)
   uint64_t next_id_ = 1;
 };
 

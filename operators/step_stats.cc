@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <queue>
 #include <unordered_map>
 
+#include "operators/run_deadlines.h"
 #include "operators/straggler.h"
 
 namespace runlens::ops {
@@ -75,19 +75,6 @@ struct RunState {
   std::map<int64_t, Train> early;      // train events that came before their step record
 };
 
-struct Timer {
-  int64_t deadline;
-  Symbol run;
-  int64_t step;
-};
-struct TimerAfter {
-  bool operator()(const Timer& a, const Timer& b) const {
-    if (a.deadline != b.deadline) return a.deadline > b.deadline;
-    if (int c = Symbol::compare(a.run, b.run)) return c > 0;
-    return a.step > b.step;
-  }
-};
-
 void attach(StepStats& st, const Train& t) {
   if (t.has(Train::F::loss)) st.loss = t.loss;
   if (t.has(Train::F::val_loss)) st.val_loss = t.val_loss;
@@ -134,7 +121,7 @@ class StepStatsOp final : public Operator {
     }
     int64_t deadline = r.time_ns + o_.train_wait_ns;
     st.waiting[rec.step] = Pending{std::move(stats), deadline};
-    timers_.push({deadline, rec.run_id, rec.step});
+    timers_.schedule(deadline, rec.run_id, rec.step);
     while (static_cast<int64_t>(st.waiting.size()) > o_.max_pending) {
       emit(std::move(st.waiting.begin()->second.stats), r.time_ns, r.tenant, out);
       st.waiting.erase(st.waiting.begin());
@@ -157,16 +144,14 @@ class StepStatsOp final : public Operator {
   }
 
   void fire_until(int64_t t, Emitter& out) {
-    while (!timers_.empty() && timers_.top().deadline <= t) {
-      Timer tm = timers_.top();
-      timers_.pop();
-      auto run = runs_.find(tm.run);
-      if (run == runs_.end()) continue;
-      auto it = run->second.waiting.find(tm.step);
-      if (it == run->second.waiting.end() || it->second.deadline != tm.deadline) continue;
-      emit(std::move(it->second.stats), tm.deadline, Symbol(), out);
+    timers_.fire_until(t, [&](int64_t deadline, Symbol run_id, int64_t step) {
+      auto run = runs_.find(run_id);
+      if (run == runs_.end()) return;
+      auto it = run->second.waiting.find(step);
+      if (it == run->second.waiting.end() || it->second.deadline != deadline) return;
+      emit(std::move(it->second.stats), deadline, Symbol(), out);
       run->second.waiting.erase(it);
-    }
+    });
   }
 
   static void emit(std::shared_ptr<StepStats> stats, int64_t at, Symbol tenant, Emitter& out) {
@@ -179,7 +164,7 @@ class StepStatsOp final : public Operator {
 
   StepStatsOptions o_;
   std::unordered_map<Symbol, RunState> runs_;
-  std::priority_queue<Timer, std::vector<Timer>, TimerAfter> timers_;
+  RunDeadlines<int64_t> timers_;  // by step
 };
 
 class StepStatsDef final : public OperatorDef {
