@@ -121,26 +121,14 @@ class CheckpointHealth final : public Operator {
   std::unordered_map<Symbol, RunState> runs_;
 };
 
-class CheckpointHealthDef final : public OperatorDef {
- public:
-  explicit CheckpointHealthDef(CheckpointHealthOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<CheckpointHealth>(o_);
-  }
-  std::string describe() const override {
-    return "overhead_threshold=" + fmt_num(o_.overhead_threshold, "%g") + " persist_k=" + std::to_string(o_.persist_k);
-  }
-
- private:
-  CheckpointHealthOptions o_;
-};
+std::string describe_options(const CheckpointHealthOptions& o) {
+  return "overhead_threshold=" + fmt_num(o.overhead_threshold, "%g") + " persist_k=" + std::to_string(o.persist_k);
+}
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeCheckpointHealth(const CheckpointHealthOptions& options) {
-  return std::make_unique<CheckpointHealthDef>(options);
+  return std::make_unique<PerRunDef<CheckpointHealth, CheckpointHealthOptions>>(options, &describe_options);
 }
 
 void RegisterCheckpointHealth(Registry& registry) {

@@ -99,27 +99,15 @@ class CommBottleneck final : public Operator {
   std::unordered_map<Symbol, RunState> runs_;
 };
 
-class CommBottleneckDef final : public OperatorDef {
- public:
-  explicit CommBottleneckDef(CommBottleneckOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<CommBottleneck>(o_);
-  }
-  std::string describe() const override {
-    return "ratio_threshold=" + fmt_num(o_.ratio_threshold, "%g") + " persist=" + std::to_string(o_.persist_k) + "/" +
-           std::to_string(o_.persist_n);
-  }
-
- private:
-  CommBottleneckOptions o_;
-};
+std::string describe_options(const CommBottleneckOptions& o) {
+  return "ratio_threshold=" + fmt_num(o.ratio_threshold, "%g") + " persist=" + std::to_string(o.persist_k) + "/" +
+         std::to_string(o.persist_n);
+}
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeCommBottleneck(const CommBottleneckOptions& options) {
-  return std::make_unique<CommBottleneckDef>(options);
+  return std::make_unique<PerRunDef<CommBottleneck, CommBottleneckOptions>>(options, &describe_options);
 }
 
 void RegisterCommBottleneck(Registry& registry) {

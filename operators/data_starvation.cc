@@ -157,27 +157,15 @@ class DataStarvation final : public Operator {
   std::unordered_map<Symbol, RunState> runs_;
 };
 
-class DataStarvationDef final : public OperatorDef {
- public:
-  explicit DataStarvationDef(DataStarvationOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<DataStarvation>(o_);
-  }
-  std::string describe() const override {
-    return "ratio_threshold=" + fmt_num(o_.ratio_threshold, "%g") + " persist=" + std::to_string(o_.persist_k) + "/" +
-           std::to_string(o_.persist_n);
-  }
-
- private:
-  DataStarvationOptions o_;
-};
+std::string describe_options(const DataStarvationOptions& o) {
+  return "ratio_threshold=" + fmt_num(o.ratio_threshold, "%g") + " persist=" + std::to_string(o.persist_k) + "/" +
+         std::to_string(o.persist_n);
+}
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeDataStarvation(const DataStarvationOptions& options) {
-  return std::make_unique<DataStarvationDef>(options);
+  return std::make_unique<PerRunDef<DataStarvation, DataStarvationOptions>>(options, &describe_options);
 }
 
 void RegisterDataStarvation(Registry& registry) {

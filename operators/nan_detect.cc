@@ -104,24 +104,12 @@ class NanDetect final : public Operator {
   std::unordered_map<Symbol, RunState> runs_;
 };
 
-class NanDetectDef final : public OperatorDef {
- public:
-  explicit NanDetectDef(NanDetectOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<NanDetect>(o_);
-  }
-  std::string describe() const override { return "rearm_steps=" + std::to_string(o_.rearm_steps); }
-
- private:
-  NanDetectOptions o_;
-};
+std::string describe_options(const NanDetectOptions& o) { return "rearm_steps=" + std::to_string(o.rearm_steps); }
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeNanDetect(const NanDetectOptions& options) {
-  return std::make_unique<NanDetectDef>(options);
+  return std::make_unique<PerRunDef<NanDetect, NanDetectOptions>>(options, &describe_options);
 }
 
 void RegisterNanDetect(Registry& registry) {

@@ -178,24 +178,12 @@ class OomDetect final : public Operator {
   std::unordered_map<Symbol, RunState> runs_;
 };
 
-class OomDetectDef final : public OperatorDef {
- public:
-  explicit OomDetectDef(OomDetectOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<OomDetect>(o_);
-  }
-  std::string describe() const override { return "history_steps=" + std::to_string(o_.history_steps); }
-
- private:
-  OomDetectOptions o_;
-};
+std::string describe_options(const OomDetectOptions& o) { return "history_steps=" + std::to_string(o.history_steps); }
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeOomDetect(const OomDetectOptions& options) {
-  return std::make_unique<OomDetectDef>(options);
+  return std::make_unique<PerRunDef<OomDetect, OomDetectOptions>>(options, &describe_options);
 }
 
 void RegisterOomDetect(Registry& registry) {

@@ -235,27 +235,15 @@ class RankJoin final : public Operator {
   RunDeadlines<int64_t> timers_;  // by step
 };
 
-class RankJoinDef final : public OperatorDef {
- public:
-  explicit RankJoinDef(RankJoinOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext& ctx) const override {
-    return std::make_unique<RankJoin>(o_, ctx);
-  }
-  std::string describe() const override {
-    return "timeout=" + runtime::format_duration(o_.timeout_ns) + " max_pending_steps=" +
-           std::to_string(o_.max_pending_steps);
-  }
-
- private:
-  RankJoinOptions o_;
-};
+std::string describe_options(const RankJoinOptions& o) {
+  return "timeout=" + runtime::format_duration(o.timeout_ns) + " max_pending_steps=" +
+         std::to_string(o.max_pending_steps);
+}
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeRankJoin(const RankJoinOptions& options) {
-  return std::make_unique<RankJoinDef>(options);
+  return std::make_unique<PerRunDef<RankJoin, RankJoinOptions>>(options, &describe_options);
 }
 
 void RegisterRankJoin(Registry& registry) {

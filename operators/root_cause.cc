@@ -737,24 +737,12 @@ class RootCause final : public Operator {
   uint64_t next_id_ = 1;
 };
 
-class RootCauseDef final : public OperatorDef {
- public:
-  explicit RootCauseDef(RootCauseOptions o) : o_(std::move(o)) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<RootCause>(o_);
-  }
-  std::string describe() const override {
-    std::string trees;
-    for (const auto& t : o_.rules->trees) trees += (trees.empty() ? "" : ",") + t.name;
-    return "trees=" + trees + " window=-" + std::to_string(o_.before_steps) + "/+" + std::to_string(o_.after_steps) +
-           " steps merge=" + std::to_string(o_.merge_steps) + " steps";
-  }
-
- private:
-  RootCauseOptions o_;
-};
+std::string describe_options(const RootCauseOptions& o) {
+  std::string trees;
+  for (const auto& t : o.rules->trees) trees += (trees.empty() ? "" : ",") + t.name;
+  return "trees=" + trees + " window=-" + std::to_string(o.before_steps) + "/+" + std::to_string(o.after_steps) +
+         " steps merge=" + std::to_string(o.merge_steps) + " steps";
+}
 
 }  // namespace
 
@@ -784,7 +772,7 @@ std::shared_ptr<const rules::RuleSet> load_rules(const std::string& spec, const 
 
 std::unique_ptr<OperatorDef> MakeRootCause(const RootCauseOptions& options) {
   RUNLENS_CHECK(options.rules != nullptr, "root_cause needs a rule set");
-  return std::make_unique<RootCauseDef>(options);
+  return std::make_unique<PerRunDef<RootCause, RootCauseOptions>>(options, &describe_options);
 }
 
 void RegisterRootCause(Registry& registry) {

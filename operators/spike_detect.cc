@@ -199,27 +199,15 @@ class SpikeDetect final : public Operator {
   std::vector<double> scratch_;
 };
 
-class SpikeDetectDef final : public OperatorDef {
- public:
-  explicit SpikeDetectDef(SpikeDetectOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<SpikeDetect>(o_);
-  }
-  std::string describe() const override {
-    return "window=" + std::to_string(o_.window) + " z_threshold=" + fmt_num(o_.z_threshold, "%g") +
-           " lr_jump=" + fmt_num(o_.lr_jump, "%g");
-  }
-
- private:
-  SpikeDetectOptions o_;
-};
+std::string describe_options(const SpikeDetectOptions& o) {
+  return "window=" + std::to_string(o.window) + " z_threshold=" + fmt_num(o.z_threshold, "%g") +
+         " lr_jump=" + fmt_num(o.lr_jump, "%g");
+}
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeSpikeDetect(const SpikeDetectOptions& options) {
-  return std::make_unique<SpikeDetectDef>(options);
+  return std::make_unique<PerRunDef<SpikeDetect, SpikeDetectOptions>>(options, &describe_options);
 }
 
 void RegisterSpikeDetect(Registry& registry) {

@@ -167,24 +167,12 @@ class StepStatsOp final : public Operator {
   RunDeadlines<int64_t> timers_;  // by step
 };
 
-class StepStatsDef final : public OperatorDef {
- public:
-  explicit StepStatsDef(StepStatsOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<StepStatsOp>(o_);
-  }
-  std::string describe() const override { return "train_wait=" + runtime::format_duration(o_.train_wait_ns); }
-
- private:
-  StepStatsOptions o_;
-};
+std::string describe_options(const StepStatsOptions& o) { return "train_wait=" + runtime::format_duration(o.train_wait_ns); }
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeStepStats(const StepStatsOptions& options) {
-  return std::make_unique<StepStatsDef>(options);
+  return std::make_unique<PerRunDef<StepStatsOp, StepStatsOptions>>(options, &describe_options);
 }
 
 void RegisterStepStats(Registry& registry) {

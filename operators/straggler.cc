@@ -118,27 +118,15 @@ class Straggler final : public Operator {
   std::vector<double> work_, sorted_;
 };
 
-class StragglerDef final : public OperatorDef {
- public:
-  explicit StragglerDef(StragglerOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<Straggler>(o_);
-  }
-  std::string describe() const override {
-    return "ratio_threshold=" + fmt(o_.ratio_threshold, "%g") + " persist=" + std::to_string(o_.persist_k) + "/" +
-           std::to_string(o_.persist_n);
-  }
-
- private:
-  StragglerOptions o_;
-};
+std::string describe_options(const StragglerOptions& o) {
+  return "ratio_threshold=" + fmt(o.ratio_threshold, "%g") + " persist=" + std::to_string(o.persist_k) + "/" +
+         std::to_string(o.persist_n);
+}
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeStraggler(const StragglerOptions& options) {
-  return std::make_unique<StragglerDef>(options);
+  return std::make_unique<PerRunDef<Straggler, StragglerOptions>>(options, &describe_options);
 }
 
 void RegisterStraggler(Registry& registry) {

@@ -193,27 +193,15 @@ class ThroughputRegression final : public Operator {
   std::vector<double> scratch_;
 };
 
-class ThroughputRegressionDef final : public OperatorDef {
- public:
-  explicit ThroughputRegressionDef(ThroughputRegressionOptions o) : o_(o) {}
-  bool partitioned() const override { return true; }
-  std::optional<uint64_t> key(const Record& r) const override { return run_key(r.run_id()); }
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<ThroughputRegression>(o_);
-  }
-  std::string describe() const override {
-    return "throughput_drop=" + fmt_num(o_.throughput_drop, "%g") + " mfu_drop=" + fmt_num(o_.mfu_drop, "%g") +
-           " window=" + std::to_string(o_.window) + " persist_k=" + std::to_string(o_.persist_k);
-  }
-
- private:
-  ThroughputRegressionOptions o_;
-};
+std::string describe_options(const ThroughputRegressionOptions& o) {
+  return "throughput_drop=" + fmt_num(o.throughput_drop, "%g") + " mfu_drop=" + fmt_num(o.mfu_drop, "%g") +
+         " window=" + std::to_string(o.window) + " persist_k=" + std::to_string(o.persist_k);
+}
 
 }  // namespace
 
 std::unique_ptr<OperatorDef> MakeThroughputRegression(const ThroughputRegressionOptions& options) {
-  return std::make_unique<ThroughputRegressionDef>(options);
+  return std::make_unique<PerRunDef<ThroughputRegression, ThroughputRegressionOptions>>(options, &describe_options);
 }
 
 void RegisterThroughputRegression(Registry& registry) {
