@@ -16,12 +16,13 @@
 #include "connectors/capnp_codec.h"
 #include "connectors/input_reader.h"
 #include "tests/operators/operator_run.h"
+#include "tests/cli/child_process.h"
 
 using namespace runlens;
+using namespace runlens::testing;
 
 namespace {
 
-const std::string kBin = RUNLENS_BINARY;
 const std::string kSrc = RUNLENS_SOURCE_DIR;
 
 std::string read(const std::string& path) {
@@ -29,45 +30,6 @@ std::string read(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-// Starts the runlens binary with `args`, stdout and stderr to `log`.
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    std::vector<char*> argv{const_cast<char*>(kBin.c_str())};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(kBin.c_str(), argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid, int seconds = 60) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    int status;
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
-
-bool wait_for(const std::function<bool()>& cond, int seconds = 30) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
 }
 
 // The golden straggler input, as Cap'n Proto batches of `per_batch` events.

@@ -12,50 +12,10 @@
 
 #include "connectors/capnp_codec.h"
 #include "tests/store/store_scenarios.h"
+#include "tests/cli/child_process.h"
 
 using namespace runlens;
 using namespace runlens::testing;
-
-namespace {
-
-pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
-  pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    if (f) {
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-    }
-    std::vector<char*> argv{const_cast<char*>(RUNLENS_BINARY)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(RUNLENS_BINARY, argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int wait_exit(pid_t pid, int seconds = 60) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
-  return -1;
-}
-
-bool wait_for(const std::function<bool()>& cond, int seconds = 30) {
-  for (int i = 0; i < seconds * 20; ++i) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-}  // namespace
 
 TEST_CASE("live: runlens run --api-port serves the store while the run is going") {
   std::string d = fresh_dir("live-api");
