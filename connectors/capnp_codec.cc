@@ -159,11 +159,14 @@ const char* decode_event(wire::Event::Reader ev, Record* r) {
 }  // namespace
 
 std::string encode_batch(const Record* rows, size_t n) {
-  capnp::MallocMessageBuilder message(8192);
-  auto batch = message.initRoot<wire::Batch>();
-  batch.setSchemaVersion(kSchemaVersion);
   size_t count = 0;
   for (size_t i = 0; i < n; ++i) count += static_cast<int>(rows[i].kind()) < kContractKinds;
+  // One segment for the whole batch (a typical event takes 20-30 words): a
+  // reader then follows no pointer into another segment, which Cap'n Proto
+  // looks up under a lock.
+  capnp::MallocMessageBuilder message(static_cast<unsigned>(std::min<size_t>(64 + 40 * count, 1u << 26)));
+  auto batch = message.initRoot<wire::Batch>();
+  batch.setSchemaVersion(kSchemaVersion);
   auto events = batch.initEvents(static_cast<unsigned>(count));
   size_t j = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -181,6 +184,7 @@ bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::
     *error = "not a Cap'n Proto message (size " + std::to_string(size) + " is not a multiple of 8)";
     return false;
   }
+  const size_t first = out->size();  // rows before this batch's
   // FlatArrayMessageReader needs word alignment; copy when the caller's buffer is not.
   kj::Array<capnp::word> aligned;
   const capnp::word* words = reinterpret_cast<const capnp::word*>(data);
@@ -212,24 +216,26 @@ bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::
     }
     out->reserve(out->size() + events.size());
     for (unsigned i = 0; i < events.size(); ++i) {
-      Record r;
+      Record& r = out->emplace_back();  // decoded in place; taken back if it is bad
       const char* err = nullptr;
       try {
         err = decode_event(events[i], &r);
       } catch (const kj::Exception& e) {
+        out->pop_back();
         issues->push_back({i, "corrupt event: " + std::string(e.getDescription().cStr())});
         continue;
       }
       if (err) {
+        out->pop_back();
         issues->push_back({i, err});
-        continue;
       }
-      out->push_back(std::move(r));
     }
   } catch (const kj::Exception& e) {
+    out->resize(first);
     *error = "corrupt Cap'n Proto message: " + std::string(e.getDescription().cStr());
     return false;
   } catch (const std::exception& e) {
+    out->resize(first);
     *error = std::string("corrupt Cap'n Proto message: ") + e.what();
     return false;
   }

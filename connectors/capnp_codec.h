@@ -26,7 +26,8 @@ struct EventIssue {
 // Decodes one message. Good events are appended to `out`; a bad event (a
 // required field missing, an unknown event body) is reported in `issues` and
 // skipped. Returns false, with `error`, when the message itself is unusable
-// (not Cap'n Proto, truncated, a newer incompatible schema version).
+// (not Cap'n Proto, truncated, a newer incompatible schema version); then
+// nothing of it is appended.
 bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::vector<EventIssue>* issues,
                   std::string* error);
 

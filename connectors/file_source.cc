@@ -66,11 +66,15 @@ class FileSource final : public runtime::SourceDef<Record> {
         // One file: pass its batches through as they are.
         Input& in = inputs[0];
         if (!fill(in, out)) break;
-        for (size_t k = in.next; k < in.rows.size(); ++k) {
-          rows.push_back(std::move(in.rows[k]));
-          where_from.push_back({0, in.positions[k]});
+        if (in.next == 0) {
+          rows.swap(in.rows);
+        } else {
+          rows.assign(std::make_move_iterator(in.rows.begin() + static_cast<long>(in.next)),
+                      std::make_move_iterator(in.rows.end()));
         }
-        in.next = in.rows.size();
+        for (size_t k = in.next; k < in.positions.size(); ++k) where_from.push_back({0, in.positions[k]});
+        in.rows.clear();
+        in.next = 0;
       } else {
         // Several files (of one run, or of runs side by side): merge them by
         // event time row by row, so that the source's watermark and lateness

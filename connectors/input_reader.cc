@@ -204,10 +204,10 @@ class RecordingReader final : public InputReader {
         continue;
       }
       pos_ = payload + len;
-      scratch_.clear();
       issues_.clear();
       std::string error;
-      if (!capnpc::decode_batch(d + payload, len, &scratch_, &issues_, &error)) {
+      size_t first = rows->size();
+      if (!capnpc::decode_batch(d + payload, len, rows, &issues_, &error)) {
         ++dead_;
         dead_letter(dl, component, at(frame), error, {});
         continue;
@@ -219,9 +219,8 @@ class RecordingReader final : public InputReader {
       // Position token: frame offset in the high bits, event index in the low 20.
       uint32_t index = 0;
       size_t issue_i = 0;
-      for (auto& r : scratch_) {
+      for (size_t k = first; k < rows->size(); ++k) {
         while (issue_i < issues_.size() && issues_[issue_i].index == index) ++index, ++issue_i;
-        rows->push_back(std::move(r));
         positions->push_back((static_cast<uint64_t>(frame) << 20) | std::min<uint32_t>(index, (1u << 20) - 1));
         ++index;
         ++produced;
@@ -275,7 +274,6 @@ class RecordingReader final : public InputReader {
   size_t pos_ = 0;
   bool header_checked_ = false;
   uint64_t dead_ = 0;
-  std::vector<Record> scratch_;
   std::vector<capnpc::EventIssue> issues_;
 };
 

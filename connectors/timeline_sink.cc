@@ -165,6 +165,7 @@ class TimelineSink final : public ops::Operator {
     gpu_rollups_.resize(o_.rollups.size());
     node_rollups_.resize(o_.rollups.size());
     last_commit_ = last_prune_ = std::chrono::steady_clock::now();
+    last_open_shown_ = last_commit_ - std::chrono::hours(1);  // the first commit shows it
     writer_ = std::thread([this] { write_loop(); });
   }
   ~TimelineSink() override {
@@ -977,6 +978,12 @@ class TimelineSink final : public ops::Operator {
   // open rollup buckets) as of now, so that live readers see it.
   void commit(bool final, bool from_writer = false) {
     if (!from_writer) rethrow_writer_error();
+    // Open state (window summaries and rollup buckets still filling) is shown
+    // once per commit interval: a commit forced by rows comes sooner than a
+    // live reader needs it, and would rewrite the same rows each time.
+    auto now = std::chrono::steady_clock::now();
+    bool show_open = !final && now - last_open_shown_ >= std::chrono::nanoseconds(o_.commit_interval_ns);
+    if (show_open) last_open_shown_ = now;
     for (auto& [sym, st] : runs_) {
       if (st.dirty) {
         store::RunRow row = st.row;
@@ -987,7 +994,7 @@ class TimelineSink final : public ops::Operator {
       }
       if (final || st.ended) {
         while (!st.windows.empty()) close_window(st, st.windows.begin());
-      } else {
+      } else if (show_open) {
         for (const auto& [first, rows] : st.windows) {  // as of now, for live readers
           for (const auto& w : rows) {
             if (w.steps > 0) metrics_.rank_windows.push_back(w);
@@ -997,7 +1004,7 @@ class TimelineSink final : public ops::Operator {
     }
     for (auto& [id, inc] : incidents_) graph_.incidents.push_back(inc);
     incidents_.clear();
-    if (!final) {
+    if (show_open) {
       for (auto& tier : gpu_rollups_) {
         for (auto& [k, row] : tier) metrics_.gpu_rollups.push_back(row);
       }
@@ -1006,7 +1013,6 @@ class TimelineSink final : public ops::Operator {
       }
     }
     // Retention per rollup tier: at the end, and every ten minutes of a long live run.
-    auto now = std::chrono::steady_clock::now();
     if (now - last_prune_ >= std::chrono::minutes(10)) metrics_.prune = o_.rollups, last_prune_ = now;
     enqueue(Batch{std::move(graph_), std::move(metrics_)}, from_writer);
     graph_ = store::GraphBatch();
@@ -1037,7 +1043,7 @@ class TimelineSink final : public ops::Operator {
   store::GraphBatch graph_;
   store::MetricBatch metrics_;
   int64_t pending_ = 0;
-  std::chrono::steady_clock::time_point last_commit_, last_prune_;
+  std::chrono::steady_clock::time_point last_commit_, last_prune_, last_open_shown_;
   // The pipeline's thread and the writer share everything above (under mu_)...
   std::mutex mu_;
   // ...and the queue of batches (under queue_mu_; mu_ is taken first, if both).

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "runtime/counters.h"
+#include "runtime/merge_runs.h"
 #include "runtime/operator.h"
 #include "runtime/pipeline_spec.h"
 #include "runtime/status.h"
@@ -48,7 +49,7 @@ namespace runlens::runtime {
 
 struct ExecutorOptions {
   int threads = 0;  // operator worker threads; 0 = hardware concurrency
-  int64_t queue_capacity = 65536;
+  int64_t queue_capacity = 16384;
   OverflowPolicy overflow = OverflowPolicy::kBlock;
   int64_t lateness_ns = 5'000'000'000;
   int64_t idle_timeout_ns = 30'000'000'000;
@@ -153,6 +154,24 @@ class Executor {
   struct Node;
   struct Partition;
 
+  // A row of a reorder buffer and its event time (read once, for sorting).
+  struct Ref {
+    int64_t time;
+    const R* row;
+  };
+
+  // Sorts rows into canonical order. Event time decides almost every
+  // comparison; the full canonical compare only breaks ties. A reorder buffer
+  // is mostly a few ordered runs (sources order their batches, below;
+  // operators emit in the order they process; several inputs interleave
+  // batch by batch), which merge_runs merges rather than sorts.
+  static void canonical_order(std::vector<Ref>& order, std::vector<Ref>& scratch, std::vector<size_t>& runs) {
+    merge_runs(order, scratch, runs, [](const Ref& a, const Ref& b) {
+      if (a.time != b.time) return a.time < b.time;
+      return RowTraits<R>::compare(*a.row, *b.row) < 0;
+    });
+  }
+
   struct Msg {
     bool is_watermark = false;
     int producer = -1;  // global producer id
@@ -183,8 +202,10 @@ class Executor {
     int64_t forwarded_wm = kBeginningOfTime;
     bool finished = false;
     std::vector<R> pending;  // reorder buffer: rows not yet released by the watermark
-    std::vector<R> ready, keep, emitted;
-    std::vector<const R*> order;
+    std::vector<R> emitted;
+    std::vector<Ref> order;  // the released rows of `pending`, in canonical order
+    std::vector<Ref> scratch;
+    std::vector<size_t> runs;
   };
 
   struct Node {
@@ -261,6 +282,7 @@ class Executor {
         ++kept;
       }
       rows.resize(kept);
+      order(rows);
       if (late) {
         node_->counters.add(node_->counters.late, late);
         node_->counters.add(node_->counters.dead_lettered, late);
@@ -297,6 +319,27 @@ class Executor {
 
    private:
     static int64_t sat_sub(int64_t a, int64_t b) { return a < kBeginningOfTime + b ? kBeginningOfTime : a - b; }
+
+    // Puts a batch into canonical order, once here rather than in every
+    // consumer: a consumer's reorder buffer then holds ordered runs, which it
+    // checks rather than sorts. (Late rows were dead-lettered with their
+    // position before this: `where` indexes the batch as pushed.)
+    void order(std::vector<R>& rows) {
+      refs_.clear();
+      for (const auto& r : rows) refs_.push_back({RowTraits<R>::time_ns(r), &r});
+      canonical_order(refs_, scratch_, runs_);
+      bool moved = false;
+      for (size_t i = 0; i < refs_.size() && !moved; ++i) moved = refs_[i].row != &rows[i];
+      if (!moved) return;
+      sorted_.clear();
+      sorted_.reserve(rows.size());
+      for (const Ref& ref : refs_) sorted_.push_back(std::move(*const_cast<R*>(ref.row)));
+      rows.swap(sorted_);
+    }
+
+    std::vector<Ref> refs_, scratch_;
+    std::vector<size_t> runs_;
+    std::vector<R> sorted_;
     Executor* ex_;
     Node* node_;
     int64_t max_seen_ = kBeginningOfTime;
@@ -341,18 +384,32 @@ class Executor {
   void route(Node* from, int producer, std::vector<R>& rows) {
     if (rows.empty()) return;
     bool shed = opts_.overflow == OverflowPolicy::kShed;
+    // A row is copied to every consumer that accepts it but the last one,
+    // which takes it: a kind only one consumer reads is never copied.
+    uint32_t kinds = 0;
+    for (const auto& r : rows) kinds |= 1u << RowTraits<R>::kind(r);
+    uint32_t last_of_kind[32] = {};
+    for (size_t ci = 0; ci < from->consumers.size(); ++ci) {
+      uint32_t mask = from->consumers[ci]->accepts & kinds;
+      for (int k = 0; k < 32; ++k) {
+        if (mask & (1u << k)) last_of_kind[k] = static_cast<uint32_t>(ci);
+      }
+    }
     for (size_t ci = 0; ci < from->consumers.size(); ++ci) {
       Node* to = from->consumers[ci];
-      bool last_consumer = ci + 1 == from->consumers.size();
+      if (!(to->accepts & kinds)) continue;
       size_t parts = to->parts.size();
       size_t lanes = shed ? kPriorities : 1;
       // Local, not cached: delivering may drain the consumer inline, which routes again.
       std::vector<std::vector<R>> out(parts * lanes);
+      if (parts * lanes == 1) out[0].reserve(rows.size());
       for (auto& r : rows) {
-        if (!(to->accepts & (1u << RowTraits<R>::kind(r)))) continue;
+        unsigned kind = RowTraits<R>::kind(r);
+        if (!(to->accepts & (1u << kind))) continue;
+        bool take = last_of_kind[kind] == ci;
         size_t lane = shed ? static_cast<size_t>(RowTraits<R>::priority(r)) : 0;
         if (parts == 1) {
-          out[lane].push_back(last_consumer ? std::move(r) : r);
+          out[lane].push_back(take ? std::move(r) : r);
           continue;
         }
         std::optional<uint64_t> key = to->def->key(r);
@@ -361,7 +418,7 @@ class Executor {
           continue;
         }
         size_t p = static_cast<size_t>(*key % parts);
-        out[p * lanes + lane].push_back(last_consumer ? std::move(r) : r);
+        out[p * lanes + lane].push_back(take ? std::move(r) : r);
       }
       for (size_t p = 0; p < parts; ++p) {
         for (size_t lane = 0; lane < lanes; ++lane) {
@@ -544,28 +601,29 @@ class Executor {
   // order, lets it fire timers, and forwards the watermark.
   void advance(Partition* p, int64_t wm) {
     Node* node = p->node;
-    p->ready.clear();
-    p->keep.clear();
-    for (auto& r : p->pending) {
-      // The final watermark releases everything, rows stamped at the end of time too.
-      if (RowTraits<R>::time_ns(r) < wm || wm == kEndOfTime) p->ready.push_back(std::move(r));
-      else p->keep.push_back(std::move(r));
-    }
-    p->pending.swap(p->keep);
+    // Rows stay where they are: the operator reads them in place, and only
+    // the rows the watermark keeps back are moved, to the front.
     p->order.clear();
-    for (const auto& r : p->ready) p->order.push_back(&r);
-    // Event time decides almost every comparison; the full canonical compare
-    // only breaks ties. Input mostly arrives in order, so check before sorting.
-    auto before = [](const R* a, const R* b) {
-      int64_t ta = RowTraits<R>::time_ns(*a), tb = RowTraits<R>::time_ns(*b);
-      if (ta != tb) return ta < tb;
-      return RowTraits<R>::compare(*a, *b) < 0;
-    };
-    if (!std::is_sorted(p->order.begin(), p->order.end(), before)) std::sort(p->order.begin(), p->order.end(), before);
+    for (const auto& r : p->pending) {
+      // The final watermark releases everything, rows stamped at the end of time too.
+      int64_t t = RowTraits<R>::time_ns(r);
+      if (t < wm || wm == kEndOfTime) p->order.push_back({t, &r});
+    }
+    canonical_order(p->order, p->scratch, p->runs);
     p->emitted.clear();
     Emitter<R> out(&p->emitted, p->forwarded_wm);
-    for (const R* r : p->order) p->op->process(*r, out);
-    p->ready.clear();
+    for (const Ref& r : p->order) p->op->process(*r.row, out);
+    if (p->order.size() == p->pending.size()) {
+      p->pending.clear();
+    } else {
+      size_t kept = 0;
+      for (size_t i = 0; i < p->pending.size(); ++i) {
+        if (RowTraits<R>::time_ns(p->pending[i]) < wm) continue;
+        if (kept != i) p->pending[kept] = std::move(p->pending[i]);
+        ++kept;
+      }
+      p->pending.resize(kept);
+    }
     p->op->on_watermark(wm, out);
     if (wm == kEndOfTime) {
       RUNLENS_CHECK(p->pending.empty(), "rows remained after the final watermark");

@@ -248,7 +248,7 @@ class Parser {
     static const std::vector<ParamSpec> kSpecs = {
         {"lateness", ParamType::kDuration, "5s", "", {}, 0, std::nullopt},
         {"idle_timeout", ParamType::kDuration, "30s", "", {}, 0, std::nullopt},
-        {"queue_capacity", ParamType::kInt, "65536", "", {}, 1, 1e9},
+        {"queue_capacity", ParamType::kInt, "16384", "", {}, 1, 1e9},
         {"overflow", ParamType::kString, "block", "", {"block", "shed"}, std::nullopt, std::nullopt},
         {"batch_size", ParamType::kInt, "4096", "", {}, 1, 1 << 20},
         {"dead_letter", ParamType::kString, "", "", {}, std::nullopt, std::nullopt},

@@ -1,5 +1,9 @@
 #include "operators/step_stats.h"
 
+#include <algorithm>
+#include <cmath>
+#include <random>
+
 #include "tests/operators/operator_run.h"
 
 using namespace runlens;
@@ -101,5 +105,35 @@ TEST_CASE("step_stats: the train event may come before or after the step, or not
     auto stats = stats_of(run);
     REQUIRE(stats.size() == 1);
     CHECK(stats[0]->loss.has_value() == c.has_loss);
+  }
+}
+
+TEST_CASE("step_stats: quantiles are the nearest-rank values of the sorted work times, for any world size") {
+  std::mt19937 rng(3);
+  for (int32_t world : {1, 2, 3, 10, 19, 20, 21, 100, 1000, 1024}) {
+    StepRecord rec;
+    rec.run_id = Symbol::intern("r1");
+    rec.step = 1;
+    rec.world_size = world;
+    std::vector<double> work;
+    for (int32_t r = 0; r < world; ++r) {
+      // Many ties: work times from a small set.
+      double w = 1000 + 10 * std::uniform_int_distribution<int>(0, world / 3 + 1)(rng);
+      Step s = step("r1", r, 1, w, kT0 + r).as<Step>();
+      rec.ranks.push_back(s);
+      work.push_back(w);
+    }
+    std::sort(work.begin(), work.end());
+    auto nearest = [&](double q) {
+      size_t idx = static_cast<size_t>(std::ceil(q * static_cast<double>(work.size())));
+      return work[std::clamp<size_t>(idx, 1, work.size()) - 1];
+    };
+    StepStats s = ops::compute_step_stats(rec);
+    CAPTURE(world);
+    CHECK(s.work_min == work.front());
+    CHECK(s.work_p50 == nearest(0.50));
+    CHECK(s.work_p95 == nearest(0.95));
+    CHECK(s.work_p99 == nearest(0.99));
+    CHECK(s.work_max == work.back());
   }
 }
