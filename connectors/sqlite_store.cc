@@ -74,6 +74,9 @@ class Db {
     }
   }
 
+  // Rows changed by the last INSERT, UPDATE or DELETE.
+  int64_t changes() const { return sqlite3_changes64(db_); }
+
   // Statements without values (schema, pragmas, transactions).
   void exec(const char* sql) {
     char* err = nullptr;
@@ -1223,12 +1226,26 @@ class SqliteMetricRows final : public MetricRows {
           "comm_n = comm_n + excluded.comm_n, data_wait_ms_sum = data_wait_ms_sum + excluded.data_wait_ms_sum, "
           "data_wait_n = data_wait_n + excluded.data_wait_n, slowest_count = slowest_count + excluded.slowest_count");
     }
-    // One block per tier, node and bucket; a block already stored (a bucket
-    // shown while open, or GPUs that closed it in an earlier batch) is merged.
+    // One block per tier, node and bucket. A new block is one insert; a block
+    // already stored (a bucket shown while open, GPUs of the node that closed
+    // it in an earlier batch, or another writer's rows of the node) is read,
+    // merged GPU by GPU and replaced.
     std::map<std::tuple<int64_t, std::string_view, int64_t>, std::map<int32_t, const GpuRollupRow*>> buckets;
     for (const auto& r : b.gpu_rollups) buckets[{r.resolution_ns, r.node, r.bucket_ns}][r.gpu] = &r;
     for (const auto& [key, gpus] : buckets) {
       const auto& [res, node, bucket] = key;
+      data.clear();
+      for (const auto& [gpu, row] : gpus) pack_rollup(&data, *row);
+      Query(db,
+            "INSERT INTO gpu_rollups (resolution_ns, node, bucket_ns, gpus, data) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING")
+          .arg(res)
+          .arg_text(node)
+          .arg(bucket)
+          .arg(static_cast<int64_t>(gpus.size()))
+          .blob(data)
+          .run();
+      if (db.changes() > 0) continue;
       std::map<int32_t, GpuRollupRow> merged;
       {
         Query old(db, "SELECT gpus, data FROM gpu_rollups WHERE resolution_ns = ? AND node = ? AND bucket_ns = ?");
@@ -1246,13 +1263,12 @@ class SqliteMetricRows final : public MetricRows {
       data.clear();
       for (const auto& [gpu, row] : gpus) merged[gpu] = *row;
       for (const auto& [gpu, row] : merged) pack_rollup(&data, row);
-      Query(db,
-            "INSERT OR REPLACE INTO gpu_rollups (resolution_ns, node, bucket_ns, gpus, data) VALUES (?, ?, ?, ?, ?)")
+      Query(db, "UPDATE gpu_rollups SET gpus = ?, data = ? WHERE resolution_ns = ? AND node = ? AND bucket_ns = ?")
+          .arg(static_cast<int64_t>(merged.size()))
+          .blob(data)
           .arg(res)
           .arg_text(node)
           .arg(bucket)
-          .arg(static_cast<int64_t>(merged.size()))
-          .blob(data)
           .run();
     }
     for (const auto& r : b.node_rollups) {
