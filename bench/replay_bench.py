@@ -7,6 +7,7 @@ run so that machine noise hits them alike, and prints medians:
 
   /usr/bin/python3 bench/replay_bench.py                       # throughput, 1 and 2 threads
   /usr/bin/python3 bench/replay_bench.py --memory-steps 1000 2000 4000   # peak RSS vs run length
+  /usr/bin/python3 bench/replay_bench.py --pipelines default default-without-store bench/core-pipeline.yaml
 
 Events/s counts every event read from the recording (wall time of the whole
 `runlens replay` process, start-up and exit included).
@@ -36,9 +37,33 @@ def count_events(binary, path):
     raise RuntimeError("cannot count events: " + out.stderr)
 
 
+def without_store(dest):
+    """pipelines/training-health.yaml less its `store` sink (the SQLite timeline
+    sink): what the store costs, measured side by side with the default."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    lines = open(os.path.join(here, "..", "pipelines", "training-health.yaml")).read().split("\n")
+    out, skipping = [], False
+    for line in lines:
+        indent = len(line) - len(line.lstrip())
+        if line.strip() == "store:" and indent == 2:
+            skipping = True
+            continue
+        if skipping and line.strip() and indent <= 2:
+            skipping = False
+        if not skipping:
+            out.append(line)
+    if len(out) == len(lines):
+        raise RuntimeError("no `store:` sink found in pipelines/training-health.yaml")
+    with open(dest, "w") as f:
+        f.write("\n".join(out))
+    return dest
+
+
 def replay_once(binary, path, threads, outdir, pipeline=None):
+    here = os.path.dirname(os.path.abspath(__file__))
     args = [binary, "replay", path, "--quiet", "--threads", str(threads), "--out", outdir,
-            "--set", "RUNLENS_PUBLISH=ipc://" + outdir + "/pub"]
+            "--set", "RUNLENS_PUBLISH=ipc://" + outdir + "/pub",
+            "--set", "RUNLENS_RULES=" + os.path.join(here, "..", "configs", "rules")]
     if pipeline:
         args += ["--pipeline", pipeline]
     start = time.perf_counter()
@@ -60,7 +85,8 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--memory-steps", type=int, nargs="*", default=[])
     ap.add_argument("--pipelines", nargs="+", default=["default"],
-                    help="pipeline files to compare side by side; 'default' is the embedded default pipeline")
+                    help="pipeline files to compare side by side; 'default' is the embedded default pipeline, "
+                         "'default-without-store' the same less its SQLite store sink")
     a = ap.parse_args()
     os.makedirs(a.dir, exist_ok=True)
     outdir = os.path.join(a.dir, "out")
@@ -81,6 +107,8 @@ def main():
             print("  steps %6d  recording %7.0f MiB  peak RSS %6.0f MiB" % (steps, size, statistics.median(rss[steps]) / 1024))
         return
 
+    a.pipelines = [without_store(os.path.join(a.dir, "default-without-store.yaml")) if p == "default-without-store"
+                   else p for p in a.pipelines]
     path = os.path.join(a.dir, "fleet-%dx%d.rlrec" % (a.ranks, a.steps))
     synth(a.bin, path, a.ranks, a.steps)
     events = count_events(a.bin, path)

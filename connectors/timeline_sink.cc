@@ -740,6 +740,9 @@ class TimelineSink final : public ops::Operator {
       metrics_.rank_steps.push_back(std::move(row));
     }
     pending_ += static_cast<int64_t>(rec.ranks.size());
+    // A failure window (or a run's last window) is many steps of ranks: commit
+    // as it fills, so that it never waits in memory whole.
+    if (pending_ >= o_.commit_rows) commit(false);
   }
 
   // Section 34: full resolution from a window before the alert to one after.
@@ -781,7 +784,7 @@ class TimelineSink final : public ops::Operator {
     if (time > m.time) m.time = time, m.gpus.clear();
     if (!m.gpus.insert(g.gpu).second) return;
     metrics_.gpu_samples.push_back({time, g, why});
-    ++pending_;
+    if (++pending_ >= o_.commit_rows) commit(false);
   }
 
   // The last window of a run stays at full resolution.
@@ -1144,7 +1147,13 @@ void RegisterTimelineSink(ops::Registry& registry) {
        {},
        0,
        std::nullopt},
-      {"commit_rows", runtime::ParamType::kInt, "50000", "Pending rows that force a commit.", {}, 1, std::nullopt},
+      {"commit_rows",
+       runtime::ParamType::kInt,
+       "10000",
+       "Pending rows that force a commit (and bound what waits in memory for one).",
+       {},
+       1,
+       std::nullopt},
   };
   info.accepts = ops::mask(Kind::kRunStart) | ops::mask(Kind::kTrain) | ops::mask(Kind::kGpu) | ops::mask(Kind::kNode) |
                  ops::mask(Kind::kCheckpoint) | ops::mask(Kind::kEvent) | ops::mask(Kind::kRunEnd) |

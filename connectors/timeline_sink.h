@@ -39,7 +39,7 @@ struct TimelineSinkOptions {
   double lr_change_ratio = 1.5;                 // LR step-to-step factor that is a change, not a schedule
   double jump_ratio = 4.0;                      // loss / grad-norm step-to-step factor marked as a jump
   int64_t commit_interval_ns = 1'000'000'000;   // wall time between commits
-  int64_t commit_rows = 50'000;                 // pending rows that force a commit
+  int64_t commit_rows = 10'000;                 // pending rows that force a commit
 };
 
 // Parses a rollup tier "RESOLUTION:RETENTION", e.g. "10s:1d", "1m:30d", "1h:365d".
