@@ -72,6 +72,12 @@ CLASSES = [
      "hardware_fault", "infrastructure", "rank", (0, 2, 1)),
     ("missing_rank", ["missing_rank:rank={r},from={s}"], "rank_missing", {"rank_missing"},
      "hardware_fault", "infrastructure", "rank", (0, 0, 0)),
+    ("clock_low", ["clock_low:rank={r},from={s}"], "straggler", {"straggler", "throughput_drop", "clock_low"},
+     "hardware_throttle", "infrastructure", "rank", (1, 2, 0)),
+    ("nvlink", ["nvlink:rank={r},from={s}"], "nvlink_error", {"nvlink_error", "comm_bottleneck", "throughput_drop"},
+     "hardware_fault", "infrastructure", "rank", (0, 2, 1)),
+    ("pcie_replay", ["pcie_replay:rank={r},from={s}"], "pcie_replay", {"pcie_replay"},
+     "hardware_fault", "infrastructure", "rank", (0, 2, 1)),
     ("config_slowdown", ["config_slowdown:step={s}"], "mfu_drop", {"mfu_drop", "throughput_drop"},
      "config_change", "training", "run", (0, 2, 0)),
     ("slow_checkpoint", ["slow_checkpoint:from={c}"], "checkpoint_overhead", {"checkpoint_overhead"},
@@ -227,13 +233,17 @@ def main():
     ap.add_argument("--seeds", type=int, default=5, help="runs per failure class")
     ap.add_argument("--jobs", type=int, default=2, help="runs at once")
     ap.add_argument("--out", default="docs/accuracy.md", help="the report ('-': standard output)")
+    ap.add_argument("--classes", nargs="+", help="only these failure classes (e.g. to try a new one)")
     a = ap.parse_args()
+    classes = [c for c in CLASSES if not a.classes or c[0] in a.classes]
+    if a.classes and len(classes) != len(a.classes):
+        sys.exit("accuracy.py: unknown class in %s (known: %s)" % (a.classes, ", ".join(c[0] for c in CLASSES)))
     binary = os.path.abspath(a.runlens)
     if not os.access(binary, os.X_OK):
         sys.exit("accuracy.py: no runlens binary at %s (build it, or pass --runlens)" % binary)
     command = "/usr/bin/python3 tools/accuracy.py --runlens %s --seeds %d" % (a.runlens, a.seeds)
     workdir = tempfile.mkdtemp(prefix="runlens-accuracy-")
-    jobs = [(cls, i, 1000 + 17 * i) for cls in CLASSES for i in range(a.seeds)]
+    jobs = [(cls, i, 1000 + 17 * i) for cls in classes for i in range(a.seeds)]
     try:
         with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as pool:
             runs = list(pool.map(lambda j: (j[0], run_one(binary, workdir, j[0], j[1], j[2])), jobs))
@@ -242,7 +252,7 @@ def main():
 
     rows, wrong = [], []
     totals = {"runs": 0, "tp": 0, "diagnoses": 0, "found": 0}
-    for cls in CLASSES:
+    for cls in classes:
         name, _, symptom, _, cause, owner, place, _ = cls
         judged = [(run, judge(cls, run)) for c, run in runs if c is cls]
         n = len(judged)
@@ -285,9 +295,10 @@ def main():
         "* **Diagnosis precision**: diagnoses with the expected cause and owner, at the fault's place (its rank;"
         " its node for host_cpu; a reader of its shard for slow_shard; rank 0, the train reporter, for training"
         " failures; run-wide for network, config and checkpoint faults) and with their onset_step at the fault's"
-        " first step, up to 2 steps later (straggler, thermal: also 1 step earlier, a pause of the same rank"
-        " just before; oom: up to 5 steps earlier, when memory starts to fill; power_cap: up to 2 GPU sample"
-        " intervals + 2 steps later, ecc: 1 interval + 2 steps, the samples that show them), over all"
+        " first step, up to 2 steps later (straggler, thermal, clock_low: also 1 step earlier, a pause of the"
+        " same rank just before; oom: up to 5 steps earlier, when memory starts to fill; power_cap: up to 2 GPU"
+        " sample intervals + 2 steps later, ecc, nvlink, pcie_replay: 1 interval + 2 steps, the samples that"
+        " show them), over all"
         " diagnoses of the class's runs (the last of each alert_id)."
         " **Recall**: runs with such a diagnosis.",
         "* **Delay**: median (min..max) steps from the fault's first step to the step the run had completed"

@@ -15,7 +15,8 @@ bool parse_fault(const std::string& text, Fault* f, std::string* error) {
   f->kind = text.substr(0, colon);
   static const char* kKinds[] = {"straggler", "nan", "missing_rank", "gc_pause", "lr_change",
                                  "thermal", "power_cap", "host_cpu", "slow_shard", "network", "oom", "xid", "ecc",
-                                 "config_slowdown", "slow_checkpoint", "checkpoint_failure"};
+                                 "config_slowdown", "slow_checkpoint", "checkpoint_failure", "clock_low", "nvlink",
+                                 "pcie_replay"};
   if (std::find(std::begin(kKinds), std::end(kKinds), f->kind) == std::end(kKinds)) {
     std::string names;
     for (const char* k : kKinds) names += (names.empty() ? "" : ", ") + std::string(k);
@@ -31,6 +32,9 @@ bool parse_fault(const std::string& text, Fault* f, std::string* error) {
   if (f->kind == "config_slowdown") f->factor = 1.4;
   if (f->kind == "slow_checkpoint") f->factor = 15;
   if (f->kind == "xid") f->code = 79;
+  if (f->kind == "clock_low") f->factor = 1.6;
+  if (f->kind == "nvlink") f->factor = 8;
+  if (f->kind == "pcie_replay") f->factor = 1;
   if (colon == std::string::npos) return true;
   std::stringstream ss(text.substr(colon + 1));
   std::string kv;
@@ -51,7 +55,8 @@ bool parse_fault(const std::string& text, Fault* f, std::string* error) {
       return *error = "invalid number '" + v + "' in fault '" + text + "'", false;
     }
   }
-  static const char* kNeedRank[] = {"thermal", "power_cap", "host_cpu", "oom", "xid", "ecc"};
+  static const char* kNeedRank[] = {"thermal", "power_cap", "host_cpu", "oom", "xid", "ecc", "clock_low", "nvlink",
+                                    "pcie_replay"};
   bool need_rank = std::find(std::begin(kNeedRank), std::end(kNeedRank), f->kind) != std::end(kNeedRank);
   if ((need_rank && f->rank < 0) || (f->kind == "slow_shard" && f->rank < 0 && f->shard < 0)) {
     *error = "fault '" + f->kind + "' needs rank=R" + (f->kind == "slow_shard" ? " or shard=S" : "") + " in '" + text + "'";
@@ -73,7 +78,13 @@ std::string fault_help() {
          "ecc:rank=R,from=K (ecc_dbe_total of R's GPU rises) | "
          "config_slowdown:step=K[,factor=1.4] (config_change event, then every rank F x slower) | "
          "slow_checkpoint:from=K[,to=T][,factor=15] (checkpoints F x longer) | "
-         "checkpoint_failure:step=K | from=K,to=T (the checkpoint at or after K fails, and those up to T)";
+         "checkpoint_failure:step=K | from=K,to=T (the checkpoint at or after K fails, and those up to T) | "
+         "clock_low:rank=R,from=K[,to=T][,factor=1.6] (R's GPU clock / F with no throttle reason, at a normal "
+         "temperature: clocks left locked low; R F x slower) | "
+         "nvlink:rank=R,from=K[,to=T][,factor=8] (nvlink_errors_total of R's GPU rises; collectives F x slower on "
+         "all ranks) | "
+         "pcie_replay:rank=R,from=K[,to=T][,factor=1] (pcie_replay_total of R's GPU rises by ~100 a sample; R F x "
+         "slower)";
 }
 
 namespace {
@@ -174,6 +185,9 @@ void add_gpu_detail(const Options& o, int64_t step, int32_t rank, Gpu& s, GpuCou
       s.throttle_reasons = kPowerCap;
     }
     if (f.kind == "ecc" && active(f, step)) c.dbe += 1, c.sbe += 5;
+    if (f.kind == "clock_low" && active(f, step)) s.sm_clock_mhz = 1980 / f.factor;  // no reason, not hot
+    if (f.kind == "nvlink" && active(f, step)) c.nvlink += 1 + static_cast<int64_t>(4 * u(rng2));
+    if (f.kind == "pcie_replay" && active(f, step)) c.pcie += 50 + static_cast<int64_t>(100 * u(rng2));
     if (f.kind == "oom" && step >= f.from_step - 6) s.mem_used_bytes = static_cast<int64_t>(79.7 * (1LL << 30));
     if (f.kind == "xid" && step == f.from_step) s.xid = f.code;
   }
@@ -257,7 +271,10 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
         if ((f.kind == "straggler") && f.rank == r && active(f, step)) w *= f.factor;
         if (f.kind == "gc_pause" && f.rank == r && active(f, step)) w *= 1.8;
         // Detail faults: a throttled GPU computes slower; a config change slows every rank.
-        if ((f.kind == "thermal" || f.kind == "power_cap") && f.rank == r && active(f, step)) w *= f.factor;
+        if ((f.kind == "thermal" || f.kind == "power_cap" || f.kind == "clock_low" || f.kind == "pcie_replay") &&
+            f.rank == r && active(f, step)) {
+          w *= f.factor;
+        }
         if (f.kind == "config_slowdown" && step >= f.from_step) w *= f.factor;
       }
       work[static_cast<size_t>(r)] = std::max(1.0, w);
@@ -285,6 +302,7 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
     }
     double allreduce = 120 + 10 * uni(rng);
     if (const Fault* f = fault_on("network", step)) allreduce *= f->factor;
+    if (const Fault* f = fault_on("nvlink", step)) allreduce *= f->factor;  // links retrain, traffic reroutes
     if (const Fault* f = fault_on("oom", step)) {
       // The OOM step never completes: the rank reports its batch, then runs out
       // of memory in the forward pass, and the job fails.

@@ -15,7 +15,7 @@ struct Fault {
   // straggler | nan | missing_rank | gc_pause | lr_change, and (with detail
   // telemetry, see Options::detail) thermal | power_cap | host_cpu |
   // slow_shard | network | oom | xid | ecc | config_slowdown |
-  // slow_checkpoint | checkpoint_failure
+  // slow_checkpoint | checkpoint_failure | clock_low | nvlink | pcie_replay
   std::string kind;
   int32_t rank = -1;
   int64_t from_step = 0;

@@ -26,6 +26,9 @@ TEST_CASE("synth: every fault kind parses, with its defaults") {
       {"config_slowdown:step=70,factor=1.5", "config_slowdown", 1.5, 70, 70},
       {"slow_checkpoint:from=50", "slow_checkpoint", 15, 50, INT64_MAX},
       {"checkpoint_failure:step=75", "checkpoint_failure", 2, 75, 75},
+      {"clock_low:rank=13,from=60", "clock_low", 1.6, 60, INT64_MAX},
+      {"nvlink:rank=13,from=60,to=80", "nvlink", 8, 60, 80},
+      {"pcie_replay:rank=13,from=60", "pcie_replay", 1, 60, INT64_MAX},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.text));
@@ -41,7 +44,8 @@ TEST_CASE("synth: every fault kind parses, with its defaults") {
   std::string why;
   CHECK(synth::parse_fault("xid:rank=1,step=5,code=48", &f, &why));
   CHECK(f.code == 48);
-  for (const char* bad : {"thermal:from=3", "slow_shard:from=3", "ecc:from=1", "meteor:rank=1", "oom:rank=x"}) {
+  for (const char* bad : {"thermal:from=3", "slow_shard:from=3", "ecc:from=1", "meteor:rank=1", "oom:rank=x",
+                          "clock_low:from=3", "nvlink:from=3", "pcie_replay:from=3"}) {
     CAPTURE(std::string(bad));
     CHECK_FALSE(synth::parse_fault(bad, &f, &why));
   }
