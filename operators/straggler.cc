@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <unordered_map>
+#include <vector>
 
 namespace runlens::ops {
 
@@ -14,6 +15,24 @@ double straggler_work_ms(const Step& s) {
   if (s.has(Step::F::comm_ms) && std::isfinite(s.comm_ms)) w -= s.comm_ms;
   if (s.has(Step::F::data_wait_ms) && std::isfinite(s.data_wait_ms)) w -= s.data_wait_ms;
   return std::max(0.0, w);
+}
+
+int64_t straggler_required_hits(int64_t persist_k, int64_t n, int64_t ranks, double p, double false_alarm_rate) {
+  if (false_alarm_rate <= 0 || n <= 0) return persist_k;
+  p = std::clamp(p, 0.0, 1.0);
+  // P(X = j) for X ~ Binomial(n, p), j = 0..n, then tails from the top.
+  std::vector<double> pmf(static_cast<size_t>(n) + 1);
+  for (int64_t j = 0; j <= n; ++j) {
+    double c = std::exp(std::lgamma(double(n) + 1) - std::lgamma(double(j) + 1) - std::lgamma(double(n - j) + 1));
+    pmf[static_cast<size_t>(j)] = c * std::pow(p, double(j)) * std::pow(1 - p, double(n - j));
+  }
+  double tail = 0;
+  std::vector<double> tail_at(static_cast<size_t>(n) + 2, 0.0);
+  for (int64_t j = n; j >= 0; --j) tail_at[static_cast<size_t>(j)] = tail += pmf[static_cast<size_t>(j)];
+  for (int64_t k = std::max<int64_t>(persist_k, 1); k < n; ++k) {
+    if (double(ranks) * tail_at[static_cast<size_t>(k)] <= false_alarm_rate) return k;
+  }
+  return std::max(persist_k, n);
 }
 
 namespace {
@@ -25,6 +44,9 @@ struct RankHistory {
 
 struct RunState {
   std::map<int32_t, RankHistory> ranks;  // only ranks slow recently
+  // Isolated slow rank-steps and judged rank-steps, decayed by step: the
+  // run's rate of chance slowness (a prior of 1 in 1000 rank-steps first).
+  double slow_ew = 1, judged_ew = 1000;
 };
 
 std::string fmt(double v, const char* f = "%.0f") {
@@ -49,6 +71,10 @@ class Straggler final : public Operator {
     double median = median_of(sorted_);
     RunState& st = runs_[rec.run_id];
     if (median >= o_.min_median_ms) {
+      // Judged against the rate measured before this step.
+      int64_t need = straggler_required_hits(o_.persist_k, o_.persist_n, static_cast<int64_t>(work_.size()),
+                                             st.slow_ew / st.judged_ew, o_.false_alarm_rate);
+      int64_t isolated = 0;
       for (const Step& s : rec.ranks) {
         if (!std::isfinite(s.step_ms)) continue;
         double w = straggler_work_ms(s);
@@ -57,11 +83,16 @@ class Straggler final : public Operator {
         RankHistory& h = st.ranks[s.rank];
         h.slow_steps.push_back(rec.step);
         trim(h, rec.step);
-        if (!h.flagged && static_cast<int64_t>(h.slow_steps.size()) >= o_.persist_k) {
+        int64_t hits = static_cast<int64_t>(h.slow_steps.size());
+        if (!h.flagged && hits < o_.persist_k) ++isolated;
+        if (!h.flagged && hits >= need) {
           h.flagged = true;
-          out.emit(alert_record(make_alert(r, rec, s, w, median, ratio, h.slow_steps.front())));
+          out.emit(alert_record(make_alert(r, rec, s, w, median, ratio, h.slow_steps.front(), hits)));
         }
       }
+      double keep = 1.0 - 1.0 / static_cast<double>(std::max<int64_t>(o_.noise_window, 1));
+      st.slow_ew = keep * st.slow_ew + static_cast<double>(isolated);
+      st.judged_ew = keep * st.judged_ew + static_cast<double>(work_.size());
     }
     // Forget ranks with no slow step in the window; re-arm flagged ones.
     for (auto it = st.ranks.begin(); it != st.ranks.end();) {
@@ -86,7 +117,7 @@ class Straggler final : public Operator {
   }
 
   Alert make_alert(const Record& r, const StepRecord& rec, const Step& s, double work, double median, double ratio,
-                   int64_t onset) {
+                   int64_t onset, int64_t hits) {
     Alert a;
     a.kind = "straggler";
     a.severity = Severity::kWarning;
@@ -106,7 +137,7 @@ class Straggler final : public Operator {
     a.value = ratio;
     a.threshold = o_.ratio_threshold;
     a.summary = "STRAGGLER DETECTED: " + where + " works " + fmt(work) + " ms per step against a median of " +
-                fmt(median) + " ms (" + fmt(ratio, "%.2f") + "x) in " + std::to_string(o_.persist_k) + " of the last " +
+                fmt(median) + " ms (" + fmt(ratio, "%.2f") + "x) in " + std::to_string(hits) + " of the last " +
                 std::to_string(o_.persist_n) + " steps, since step " + std::to_string(onset);
     a.attrs = {{"work_ms", work}, {"median_ms", median}, {"step_ms", s.step_ms}, {"onset_step", static_cast<double>(onset)}};
     a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
@@ -120,7 +151,7 @@ class Straggler final : public Operator {
 
 std::string describe_options(const StragglerOptions& o) {
   return "ratio_threshold=" + fmt(o.ratio_threshold, "%g") + " persist=" + std::to_string(o.persist_k) + "/" +
-         std::to_string(o.persist_n);
+         std::to_string(o.persist_n) + " false_alarm_rate=" + fmt(o.false_alarm_rate, "%g");
 }
 
 }  // namespace
@@ -136,13 +167,25 @@ void RegisterStraggler(Registry& registry) {
   info.doc =
       "Per joined step, scores each rank on its own work time (step_ms minus comm_ms and data_wait_ms where "
       "present) against the median rank, and raises `straggler` for a rank slower than `ratio_threshold` x the "
-      "median in at least `persist_k` of the last `persist_n` steps, naming its rank, node and GPU.";
+      "median in at least `persist_k` of the last `persist_n` steps, naming its rank, node and GPU. When the run's "
+      "measured rate of isolated slow rank-steps would let more than `false_alarm_rate` chance alerts per step "
+      "through at persist_k, it requires more slow steps of the window (up to all persist_n).";
   info.params = {
       {"ratio_threshold", ParamType::kDouble, "1.5", "Slowest-rank / median-rank work time above which a step counts as slow for that rank.", {}, 1.0, std::nullopt},
       {"persist_k", ParamType::kInt, "3", "Slow steps needed within the window to flag a rank.", {}, 1, 1e6},
       {"persist_n", ParamType::kInt, "5", "Window length in steps.", {}, 1, 1e6},
       {"min_ranks", ParamType::kInt, "2", "Fewest reporting ranks for a step to be judged.", {}, 2, std::nullopt},
       {"min_median_ms", ParamType::kDouble, "1", "Steps whose median work time is below this are not judged.", {}, 0, std::nullopt},
+      {"false_alarm_rate",
+       ParamType::kDouble,
+       "0.0001",
+       "Chance alerts per step the persistence rule may let through across the run's ranks, given the run's measured "
+       "rate of isolated slow rank-steps; above it, more of the last persist_n steps must be slow (0: always "
+       "persist_k).",
+       {},
+       0,
+       1},
+      {"noise_window", ParamType::kInt, "200", "Steps over which the rate of isolated slow rank-steps is measured (decayed).", {}, 1, 1e9},
   };
   info.accepts = mask(Kind::kStepRecord);
   info.emits = mask(Kind::kAlert);
@@ -153,6 +196,8 @@ void RegisterStraggler(Registry& registry) {
     o.persist_n = ctx.params->get_int("persist_n");
     o.min_ranks = ctx.params->get_int("min_ranks");
     o.min_median_ms = ctx.params->get_double("min_median_ms");
+    o.false_alarm_rate = ctx.params->get_double("false_alarm_rate");
+    o.noise_window = ctx.params->get_int("noise_window");
     if (o.persist_k > o.persist_n) ctx.fail("persist_k", "persist_k (" + std::to_string(o.persist_k) +
                                                              ") must not exceed persist_n (" + std::to_string(o.persist_n) + ")");
     return MakeStraggler(o);

@@ -1,6 +1,6 @@
 #include "operators/straggler.h"
 
-#include "tests/operators/operator_run.h"
+#include "tests/operators/telemetry_rows.h"
 
 using namespace runlens;
 using namespace runlens::testing;
@@ -107,4 +107,67 @@ TEST_CASE("straggler rejects inconsistent parameters at build time") {
   CHECK_THROWS_AS(make_operator("straggler", "persist_k: 6"), runtime::ConfigError);  // > persist_n 5
   CHECK_THROWS_AS(make_operator("straggler", "ratio_threshold: 0.5"), runtime::ConfigError);
   CHECK_THROWS_AS(make_operator("straggler", "ratio_treshold: 2"), runtime::ConfigError);
+}
+
+TEST_CASE("straggler_required_hits: more slow steps when chance would line persist_k of them up") {
+  struct Case {
+    const char* name;
+    int64_t ranks;
+    double p;        // rate of chance slow rank-steps
+    double alpha;    // false_alarm_rate
+    int64_t expect;  // slow steps of the last 5 needed (persist_k = 3)
+  };
+  const Case cases[] = {
+      {"clean small job", 32, 0.001, 1e-4, 3},
+      {"clean large job", 1024, 0.001, 1e-4, 3},
+      {"large job, 1 % pauses", 1024, 0.01, 1e-4, 4},
+      {"large job, 5 % pauses", 1024, 0.05, 1e-4, 5},
+      {"adaptation off", 1024, 0.05, 0, 3},
+      {"no chance slowness", 100000, 0, 1e-4, 3},
+      {"half of all steps slow: all five, never more", 64, 0.5, 1e-4, 5},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.name);
+    CHECK(ops::straggler_required_hits(3, 5, c.ranks, c.p, c.alpha) == c.expect);
+  }
+  // The binomial tail itself: 1024 ranks x P(Bin(5, 0.01) >= 3) = 1024 x 9.85e-6 = 1.0e-2 > 1e-4,
+  // 1024 x P(>= 4) = 1024 x 4.9e-8 = 5.0e-5 <= 1e-4.
+  CHECK(ops::straggler_required_hits(3, 5, 1024, 0.01, 1.1e-2) == 3);
+  CHECK(ops::straggler_required_hits(3, 5, 1024, 0.01, 0.9e-2) == 4);
+}
+
+TEST_CASE("straggler: many ranks with frequent one-step pauses raise nothing; a real straggler is still found") {
+  // 512 ranks, 300 steps; every rank pauses (2x) on 2 % of its steps, at
+  // pseudo-random steps; rank 77 is slow from step 200 on.
+  auto pause = [](int32_t r, int64_t s) {
+    uint64_t h = (uint64_t(uint32_t(r)) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(s) * 0xC2B2AE3D27D4EB4Full);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 32;
+    return h % 1000 < 20;
+  };
+  auto work = [&](int32_t r, int64_t s) {
+    double base = 1900 + 7 * ((r * 31 + s * 17) % 11);
+    if (r == 77 && s >= 200) return base * 2;
+    return pause(r, s) ? base * 2 : base;
+  };
+  auto link = make_operator("rank_join");
+  OperatorRun joined;
+  run_operator(*link, sync_steps("r1", 512, 300, work), &joined);
+  auto stragglers = [&](const std::string& params) {
+    OperatorRun run;
+    run_operator(*make_operator("straggler", params), joined.out, &run);
+    return run.alerts("straggler");
+  };
+  // Judged at 3 of 5 regardless of the noise, chance makes stragglers of healthy ranks...
+  auto naive = stragglers("false_alarm_rate: 0");
+  CHECK(naive.size() > 1);
+  // ...measured, the noise asks for more slow steps: only rank 77, onset kept.
+  auto alerts = stragglers("");
+  REQUIRE(alerts.size() == 1);
+  CHECK(*alerts[0].rank == 77);
+  CHECK(attr(alerts[0], "onset_step") == 200);
+  CHECK(*alerts[0].step >= 202);
+  CHECK(*alerts[0].step <= 204);
+  CHECK(alerts[0].summary.find("of the last 5 steps, since step 200") != std::string::npos);
 }
