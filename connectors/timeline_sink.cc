@@ -17,6 +17,7 @@
 
 #include "connectors/json_writer.h"
 #include "connectors/jsonl_codec.h"
+#include "operators/median.h"
 #include "runtime/params.h"
 
 namespace runlens::connectors {
@@ -54,8 +55,10 @@ namespace {
 
 using store::Agg;
 
-// A rank's own work time, as StepStats defines it (schema/alert.h): the wall
-// step minus the time spent waiting on the collective and the data loader.
+// A rank's own work time: the wall step minus the time spent waiting on the
+// collective and the data loader. Unlike ops::straggler_work_ms (which
+// step_stats and straggler use) it keeps the wall step when the waits cover it
+// all, so a stored ratio is never 0; the two agree on every consistent step.
 double work_ms(const Step& s) {
   double w = s.step_ms;
   if (s.has(Step::F::comm_ms)) w -= s.comm_ms;
@@ -63,15 +66,7 @@ double work_ms(const Step& s) {
   return w > 0 ? w : s.step_ms;
 }
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  size_t mid = v.size() / 2;
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(mid), v.end());
-  double hi = v[mid];
-  if (v.size() % 2) return hi;
-  double lo = *std::max_element(v.begin(), v.begin() + static_cast<long>(mid));
-  return (lo + hi) / 2;
-}
+double median_of(std::vector<double> v) { return v.empty() ? 0 : ops::median_in_place(v); }
 
 std::string hex16(uint64_t h) {
   char buf[17];

@@ -6,6 +6,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "operators/median.h"
 #include "operators/persistence.h"
 #include "operators/placement.h"
 
@@ -59,10 +60,7 @@ struct GpuState {
 // Median of `values`, using `scratch` (no allocation once it has grown).
 double median(const std::deque<double>& values, std::vector<double>& scratch) {
   scratch.assign(values.begin(), values.end());
-  auto mid = scratch.begin() + static_cast<std::ptrdiff_t>(scratch.size() / 2);
-  std::nth_element(scratch.begin(), mid, scratch.end());
-  if (scratch.size() % 2) return *mid;
-  return (*mid + *std::max_element(scratch.begin(), mid)) / 2;
+  return median_in_place(scratch);
 }
 
 class GpuHealth final : public Operator {

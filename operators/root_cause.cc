@@ -1,7 +1,5 @@
 #include "operators/root_cause.h"
 
-#include "operators/run_deadlines.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -16,7 +14,9 @@
 #include <unordered_map>
 
 #include "default_rules.h"
+#include "operators/median.h"
 #include "operators/placement.h"
+#include "operators/run_deadlines.h"
 
 namespace runlens::ops {
 
@@ -201,16 +201,6 @@ constexpr size_t kMaxIncidents = 64;
 constexpr size_t kMaxEvidence = 24;
 constexpr int kMinBaseline = 3;
 
-double median(std::vector<double>& v) {
-  size_t n = v.size();
-  auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
-  std::nth_element(v.begin(), mid, v.end());
-  if (n % 2 == 1) return *mid;
-  double hi = *mid;
-  double lo = *std::max_element(v.begin(), mid);
-  return (lo + hi) / 2;
-}
-
 std::string num(double v) {
   char buf[48];
   double a = std::fabs(v);
@@ -357,7 +347,7 @@ class Window final : public rules::Environment {
     auto base = [&]() -> std::optional<double> {
       auto v = collect(start_, inc_.onset - 1);
       if (static_cast<int>(v.size()) < kMinBaseline) return std::nullopt;
-      return median(v);
+      return median_in_place(v);
     };
     switch (agg) {
       case Agg::kAt:
@@ -378,7 +368,7 @@ class Window final : public rules::Environment {
       case Agg::kRecent: {
         auto v = collect(inc_.onset, end_);
         if (v.empty()) return std::nullopt;
-        return median(v);
+        return median_in_place(v);
       }
       case Agg::kMax:
       case Agg::kMin: {

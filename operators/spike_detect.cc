@@ -5,6 +5,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "operators/median.h"
 #include "operators/placement.h"
 
 namespace runlens::ops {
@@ -12,16 +13,9 @@ namespace runlens::ops {
 RobustStats robust_stats(std::vector<double>& v) {
   RobustStats s;
   if (v.empty()) return s;
-  auto med = [](std::vector<double>& x) {
-    size_t n = x.size();
-    auto mid = x.begin() + static_cast<std::ptrdiff_t>(n / 2);
-    std::nth_element(x.begin(), mid, x.end());
-    if (n % 2) return *mid;
-    return (*mid + *std::max_element(x.begin(), mid)) / 2;
-  };
-  s.median = med(v);
+  s.median = median_in_place(v);
   for (double& x : v) x = std::fabs(x - s.median);
-  s.mad = med(v);
+  s.mad = median_in_place(v);
   return s;
 }
 

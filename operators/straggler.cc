@@ -1,5 +1,7 @@
 #include "operators/straggler.h"
 
+#include "operators/median.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -67,13 +69,12 @@ class Straggler final : public Operator {
       if (std::isfinite(s.step_ms)) work_.push_back(straggler_work_ms(s));
     }
     if (static_cast<int64_t>(work_.size()) < o_.min_ranks) return;
-    sorted_ = work_;
-    double median = median_of(sorted_);
+    const size_t judged = work_.size();
+    double median = median_in_place(work_);
     RunState& st = runs_[rec.run_id];
     if (median >= o_.min_median_ms) {
       // Judged against the rate measured before this step.
-      int64_t need = straggler_required_hits(o_.persist_k, o_.persist_n, static_cast<int64_t>(work_.size()),
-                                             st.slow_ew / st.judged_ew, o_.false_alarm_rate);
+      int64_t need = straggler_required_hits(o_.persist_k, o_.persist_n, static_cast<int64_t>(judged), st.slow_ew / st.judged_ew, o_.false_alarm_rate);
       int64_t isolated = 0;
       for (const Step& s : rec.ranks) {
         if (!std::isfinite(s.step_ms)) continue;
@@ -92,7 +93,7 @@ class Straggler final : public Operator {
       }
       double keep = 1.0 - 1.0 / static_cast<double>(std::max<int64_t>(o_.noise_window, 1));
       st.slow_ew = keep * st.slow_ew + static_cast<double>(isolated);
-      st.judged_ew = keep * st.judged_ew + static_cast<double>(work_.size());
+      st.judged_ew = keep * st.judged_ew + static_cast<double>(judged);
     }
     // Forget ranks with no slow step in the window; re-arm flagged ones.
     for (auto it = st.ranks.begin(); it != st.ranks.end();) {
@@ -102,16 +103,6 @@ class Straggler final : public Operator {
   }
 
  private:
-  static double median_of(std::vector<double>& v) {
-    size_t n = v.size();
-    auto mid = v.begin() + static_cast<std::ptrdiff_t>(n / 2);
-    std::nth_element(v.begin(), mid, v.end());
-    if (n % 2 == 1) return *mid;
-    double hi = *mid;
-    double lo = *std::max_element(v.begin(), mid);
-    return (lo + hi) / 2;
-  }
-
   void trim(RankHistory& h, int64_t step) {
     while (!h.slow_steps.empty() && h.slow_steps.front() <= step - o_.persist_n) h.slow_steps.pop_front();
   }
@@ -146,7 +137,7 @@ class Straggler final : public Operator {
 
   StragglerOptions o_;
   std::unordered_map<Symbol, RunState> runs_;
-  std::vector<double> work_, sorted_;
+  std::vector<double> work_;
 };
 
 std::string describe_options(const StragglerOptions& o) {

@@ -1,5 +1,6 @@
 // Runs the built runlens binary as a child process, for tests of the command
-// line that need it running in the background (live runs, servers).
+// line: to completion through the shell, or in the background (live runs,
+// servers).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -7,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -15,6 +17,25 @@
 #include <vector>
 
 namespace runlens::testing {
+
+// What a shell command printed (stdout and stderr together) and its exit code.
+struct ShellResult {
+  int code = -1;
+  std::string output;
+};
+
+// Runs `command` through /bin/sh and waits for it.
+inline ShellResult shell(const std::string& command) {
+  ShellResult r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
 
 // Starts `runlens ARGS...` with stdout and stderr going to `log`.
 inline pid_t spawn(const std::vector<std::string>& args, const std::string& log) {

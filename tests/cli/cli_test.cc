@@ -1,16 +1,15 @@
 // The command line as users and their scripts meet it: exit codes, messages
 // with file:line:col, and the files each command writes.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "tests/cli/child_process.h"
 #include "tools/component_docs.h"
 
 namespace {
@@ -18,23 +17,8 @@ namespace {
 const std::string kBin = RUNLENS_BINARY;
 const std::string kSrc = RUNLENS_SOURCE_DIR;
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Result sh(const std::string& args) {
-  std::string cmd = kBin + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+// `runlens ARGS`: its exit code and output (stdout and stderr together).
+runlens::testing::ShellResult sh(const std::string& args) { return runlens::testing::shell(kBin + " " + args); }
 
 std::string read(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

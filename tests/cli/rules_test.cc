@@ -3,37 +3,22 @@
 // pipeline file (or through ${RUNLENS_RULES}); the embedded default pipeline
 // uses the rules compiled in, from any working directory.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "tests/cli/child_process.h"
+
 namespace {
 
 const std::string kBin = RUNLENS_BINARY;
 const std::string kSrc = RUNLENS_SOURCE_DIR;
 
-struct Result {
-  int code = -1;
-  std::string output;
-};
-
-Result sh(const std::string& cmd) {
-  Result r;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+runlens::testing::ShellResult sh(const std::string& cmd) { return runlens::testing::shell(cmd); }
 
 std::string tmpdir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("runlens-rules-cli-" + std::to_string(getpid()) + "-" + name);

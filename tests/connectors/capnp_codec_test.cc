@@ -40,17 +40,7 @@ namespace runlens::capnpc {
 namespace {
 
 using test::kSampleLines;
-
-std::vector<Record> sample_records() {
-  std::vector<Record> out;
-  for (std::string_view line : kSampleLines) {
-    Record r;
-    std::string why;
-    REQUIRE(jsonl::decode_record(line, &r, &why));
-    out.push_back(std::move(r));
-  }
-  return out;
-}
+using test::sample_records;
 
 struct Decoded {
   bool ok = false;

@@ -47,6 +47,7 @@ namespace runlens {
 namespace {
 
 using test::kSampleLines;
+using test::sample_records;
 
 // A fresh directory under /tmp, removed with everything in it.
 class TempDir {
@@ -123,17 +124,6 @@ ReadResult read_all(const std::string& path, size_t max_rows = 1000) {
   out.dead_lettered = reader->dead_lettered();
   out.progress = reader->progress();
   CHECK(reader->bytes() == std::filesystem::file_size(path));
-  return out;
-}
-
-std::vector<Record> sample_records() {
-  std::vector<Record> out;
-  for (std::string_view line : kSampleLines) {
-    Record r;
-    std::string why;
-    REQUIRE(jsonl::decode_record(line, &r, &why));
-    out.push_back(std::move(r));
-  }
   return out;
 }
 

@@ -4,7 +4,13 @@
 // byte. Shared by the JSONL, Cap'n Proto and recording tests.
 #pragma once
 
+#include <doctest/doctest.h>
+
+#include <string>
 #include <string_view>
+#include <vector>
+
+#include "connectors/jsonl_codec.h"
 
 namespace runlens::test {
 
@@ -23,5 +29,17 @@ inline constexpr std::string_view kSampleLines[] = {
     R"({"type":"event","time_ns":1700000000900000000,"kind":"xid","run_id":"run-2","node":"node-a","gpu":3,"rank":0,"step":7,"code":79,"message":"GPU has fallen off the bus \u0001","key":"mode","old":"fast","new":-1.5})",
     R"({"type":"run_end","time_ns":1700000001000000000,"run_id":"run-1","status":"failed","reason":"NCCL timeout on rank 3 — node-a ✓"})",
 };
+
+// The sample lines, decoded.
+inline std::vector<Record> sample_records() {
+  std::vector<Record> out;
+  for (std::string_view line : kSampleLines) {
+    Record r;
+    std::string why;
+    REQUIRE(jsonl::decode_record(line, &r, &why));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
 
 }  // namespace runlens::test

@@ -4,11 +4,10 @@
 // lists the evidence.
 #include "tools/report.h"
 
-#include <sys/wait.h>
 
-#include <array>
 
 #include "connectors/store.h"
+#include "tests/cli/child_process.h"
 #include "tests/store/store_scenarios.h"
 
 using namespace runlens;
@@ -16,21 +15,7 @@ using namespace runlens::testing;
 
 namespace {
 
-struct Shell {
-  int code = -1;
-  std::string output;
-};
-Shell sh(const std::string& args) {
-  Shell r;
-  FILE* p = popen((std::string(RUNLENS_BINARY) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+ShellResult sh(const std::string& args) { return shell(std::string(RUNLENS_BINARY) + " " + args); }
 
 bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
