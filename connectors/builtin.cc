@@ -1,12 +1,12 @@
 #include "connectors/builtin.h"
 
-#include "connectors/sinks.h"
-#include "connectors/sources.h"
-#include "connectors/timeline_sink.h"
+#include "connectors/sinks/sinks.h"
+#include "connectors/sources/sources.h"
+#include "connectors/sinks/timeline/timeline_sink.h"
 
 namespace runlens::connectors {
 
-void RegisterBuiltinConnectors(ops::Registry& registry) {
+void RegisterBuiltinConnectors(Registry& registry) {
   RegisterFileSource(registry);
   RegisterZmqSource(registry);
   RegisterJsonlSink(registry);

@@ -1,8 +1,8 @@
 #pragma once
 
-#include "operators/operator.h"
+#include "schema/row.h"
 
 namespace runlens::connectors {
 // Registers every built-in source and sink (connectors/builtin.cc).
-void RegisterBuiltinConnectors(ops::Registry& registry);
+void RegisterBuiltinConnectors(Registry& registry);
 }  // namespace runlens::connectors

@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "operators/placement.h"
-#include "operators/rule_tree.h"
+#include "operators/rules/rule_tree.h"
 
 namespace runlens::ops {
 

@@ -1,5 +1,5 @@
-// The row type of runlens pipelines (schema::Record) bound to the runtime:
-// RowTraits and short names for operator code.
+// Short names for operator code, and the definition of per-run operators.
+// The row binding itself is schema/row.h.
 #pragma once
 
 #include <cstdint>
@@ -9,42 +9,22 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/operator.h"
-#include "runtime/registry.h"
-#include "schema/alert.h"
-#include "schema/record.h"
-
-namespace runlens::runtime {
-template <>
-struct RowTraits<Record> {
-  static int64_t time_ns(const Record& r) { return r.time_ns; }
-  static unsigned kind(const Record& r) { return static_cast<unsigned>(r.body.index()); }
-  static int priority(const Record& r) { return static_cast<int>(r.priority()); }
-  static int compare(const Record& a, const Record& b) { return compare_canonical(a, b); }
-  // A step record holds one step report per rank.
-  static int64_t weight(const Record& r) {
-    return r.kind() == Kind::kStepRecord ? 1 + static_cast<int64_t>(r.step_record().ranks.size()) : 1;
-  }
-};
-}  // namespace runlens::runtime
+#include "schema/row.h"
 
 namespace runlens::ops {
 
-using Operator = runtime::Operator<Record>;
-using OperatorDef = runtime::OperatorDef<Record>;
-using Emitter = runtime::Emitter<Record>;
-using Registry = runtime::Registry<Record>;
+using runlens::Emitter;
+using runlens::Operator;
+using runlens::OperatorDef;
+using runlens::Registry;
+using runlens::kAllContractKinds;
+using runlens::kind_names;
+using runlens::mask;
 using runtime::BuildContext;
 using runtime::ComponentInfo;
 using runtime::ParamSpec;
 using runtime::ParamType;
 using runtime::Role;
-
-constexpr uint32_t mask(Kind k) { return 1u << static_cast<unsigned>(k); }
-constexpr uint32_t kAllContractKinds = (1u << kContractKinds) - 1;
-
-// Names of the row kinds, by Kind value, for the registry.
-std::vector<std::string> kind_names();
 
 // Partition key of a run: a hash of its text, so ownership does not depend
 // on symbol ids.

@@ -43,7 +43,7 @@
 #include <string>
 
 #include "operators/operator.h"
-#include "operators/rule_tree.h"
+#include "operators/rules/rule_tree.h"
 
 namespace runlens::ops {
 

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "tests/cli/child_process.h"
-#include "tools/component_docs.h"
+#include "engine/component_docs.h"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "connectors/capnp_codec.h"
-#include "connectors/input_reader.h"
+#include "formats/capnp_codec.h"
+#include "formats/input_reader.h"
 #include "tests/operators/operator_run.h"
 #include "tests/cli/child_process.h"
 

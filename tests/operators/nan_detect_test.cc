@@ -2,7 +2,7 @@
 
 #include <limits>
 
-#include "connectors/jsonl_codec.h"
+#include "formats/jsonl_codec.h"
 #include "tests/operators/operator_run.h"
 
 using namespace runlens;

@@ -14,7 +14,7 @@
 #include "operators/operator.h"
 #include "runtime/params.h"
 #include "runtime/pipeline_spec.h"
-#include "tools/engine.h"
+#include "engine/engine.h"
 
 namespace runlens::testing {
 

@@ -1,6 +1,6 @@
 // The condition language of root-cause rules: precedence, three-valued logic,
 // the function table, and errors with the offset of the offending character.
-#include "operators/rule_expr.h"
+#include "operators/rules/rule_expr.h"
 
 #include <doctest/doctest.h>
 

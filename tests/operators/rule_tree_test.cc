@@ -1,7 +1,7 @@
 // Rule files: what loading checks (each error at the file:line:col of the
 // offending character, inside the YAML scalar), how a tree is walked, and that
 // the rules compiled into runlens are those of configs/rules/.
-#include "operators/rule_tree.h"
+#include "operators/rules/rule_tree.h"
 
 #include <doctest/doctest.h>
 #include <unistd.h>

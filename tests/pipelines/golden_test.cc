@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "connectors/jsonl_codec.h"
+#include "formats/jsonl_codec.h"
 #include "tests/pipelines/replay_run.h"
 
 using namespace runlens;

@@ -2,10 +2,10 @@
 // size, arrival order within the allowed lateness, and input format.
 #include <random>
 
-#include "connectors/jsonl_codec.h"
-#include "connectors/recording.h"
+#include "formats/jsonl_codec.h"
+#include "formats/recording.h"
 #include "tests/pipelines/replay_run.h"
-#include "tools/synth.h"
+#include "cli/synth/synth.h"
 
 using namespace runlens;
 using namespace runlens::testing;

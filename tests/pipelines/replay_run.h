@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/engine.h"
+#include "engine/engine.h"
 
 namespace runlens::testing {
 

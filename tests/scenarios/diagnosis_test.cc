@@ -1,5 +1,5 @@
 // Root-cause diagnoses end to end: each failure class of the synthetic fleet
-// (tools/synth.h) through the default pipeline gives exactly one diagnosis
+// (cli/synth/synth.h) through the default pipeline gives exactly one diagnosis
 // (one alert_id; a repeated alert_id is an update, the last one wins) with the
 // right symptom, cause, owner, locators and onset step; healthy runs give none.
 #include <map>

@@ -1,4 +1,4 @@
-// Failure scenarios end to end: a run synthesized in process (tools/synth.h,
+// Failure scenarios end to end: a run synthesized in process (cli/synth/synth.h,
 // with detail telemetry), replayed through the default pipeline as `runlens
 // replay` would (tests/pipelines/replay_run.h), and its alerts read back.
 //
@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "connectors/jsonl_codec.h"
+#include "formats/jsonl_codec.h"
 #include "tests/pipelines/replay_run.h"
-#include "tools/synth.h"
+#include "cli/synth/synth.h"
 
 namespace runlens::testing {
 

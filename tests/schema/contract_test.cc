@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "connectors/capnp_codec.h"
-#include "connectors/jsonl_codec.h"
+#include "formats/capnp_codec.h"
+#include "formats/jsonl_codec.h"
 #include "schema/alert.h"
 #include "schema/record.h"
 #include "schema/telemetry.capnp.h"

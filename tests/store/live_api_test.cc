@@ -10,7 +10,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "connectors/capnp_codec.h"
+#include "formats/capnp_codec.h"
 #include "tests/store/store_scenarios.h"
 #include "tests/cli/child_process.h"
 

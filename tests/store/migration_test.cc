@@ -4,8 +4,8 @@
 // schema that file was written with; newer or unmigrated stores are refused.
 #include <set>
 
-#include "connectors/sqlite_schema.h"
-#include "connectors/store.h"
+#include "store/sqlite/sqlite_schema.h"
+#include "store/store.h"
 #include "tests/store/store_scenarios.h"
 
 using namespace runlens;

@@ -5,8 +5,8 @@
 #include <doctest/doctest.h>
 
 #include "runtime/pipeline_spec.h"
-#include "tools/engine.h"
-#include "tools/serve.h"
+#include "engine/engine.h"
+#include "server/serve.h"
 
 using namespace runlens;
 

@@ -2,11 +2,11 @@
 // store, as text and JSON; with a diagnosis in the store it gives the cause,
 // owner and recommendation, without one it says the cause is unknown and
 // lists the evidence.
-#include "tools/report.h"
+#include "reports/report.h"
 
 
 
-#include "connectors/store.h"
+#include "store/store.h"
 #include "tests/cli/child_process.h"
 #include "tests/store/store_scenarios.h"
 

@@ -2,7 +2,7 @@
 // replaying synthetic runs: the slowest ranks, the timeline around a failure,
 // the comparison that marks an LR change, the lineage from model version to
 // run, and 400/404 for bad parameters and unknown ids.
-#include "tools/serve.h"
+#include "server/serve.h"
 
 #include <httplib.h>
 #include <sys/wait.h>

@@ -2,7 +2,7 @@
 // that its store is a function of the input alone, that replays of the same
 // run replace it while several runs fill one store, and the timeline entries
 // of node-level events, XIDs, checkpoints and restarts.
-#include "connectors/timeline_sink.h"
+#include "connectors/sinks/timeline/timeline_sink.h"
 
 #include <cmath>
 #include <set>

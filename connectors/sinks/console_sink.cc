@@ -1,0 +1,70 @@
+#include <cmath>
+#include <cstdio>
+
+#include "formats/jsonl_codec.h"
+#include "connectors/sinks/sinks.h"
+
+namespace runlens::connectors {
+namespace {
+
+std::string human(const Alert& a) {
+  std::string s = "[" + std::string(severity_name(a.severity)) + "] " + a.kind;
+  if (!a.run_id.empty()) s += " run=" + a.run_id.string();
+  if (a.step) s += " step=" + std::to_string(*a.step);
+  if (a.rank) s += " rank=" + std::to_string(*a.rank);
+  if (!a.node.empty()) s += " node=" + a.node.string();
+  if (a.gpu) s += " gpu=" + std::to_string(*a.gpu);
+  s += ": " + a.summary;
+  if (!a.cause.empty()) s += " | cause=" + a.cause + " owner=" + a.owner;
+  return s;
+}
+
+class ConsoleSink final : public Operator {
+ public:
+  ConsoleSink(uint32_t kinds, bool json) : kinds_(kinds), json_(json) {}
+  void process(const Record& r, Emitter&) override {
+    if (!(kinds_ & mask(r.kind()))) return;
+    std::string line;
+    if (json_ || r.kind() != Kind::kAlert) jsonl::encode_record(r, &line);
+    else line = human(r.alert());
+    line.push_back('\n');
+    std::fwrite(line.data(), 1, line.size(), stdout);
+  }
+  void on_watermark(int64_t, Emitter&) override { std::fflush(stdout); }
+
+ private:
+  uint32_t kinds_;
+  bool json_;
+};
+
+class ConsoleSinkDef final : public OperatorDef {
+ public:
+  ConsoleSinkDef(uint32_t kinds, bool json) : kinds_(kinds), json_(json) {}
+  uint32_t accepts(uint32_t declared) const override { return declared & kinds_; }
+  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
+    return std::make_unique<ConsoleSink>(kinds_, json_);
+  }
+
+ private:
+  uint32_t kinds_;
+  bool json_;
+};
+
+}  // namespace
+
+void RegisterConsoleSink(Registry& registry) {
+  runtime::ComponentInfo info;
+  info.type = "console";
+  info.role = runtime::Role::kSink;
+  info.doc = "Prints rows on standard output as they are released: alerts as one readable line each, or JSON.";
+  info.params = {
+      {"kinds", runtime::ParamType::kStringList, "[alert]", "Row kinds to print.", {}, {}, {}},
+      {"format", runtime::ParamType::kString, "text", "text (alerts as readable lines) or json.", {"text", "json"}, {}, {}},
+  };
+  info.accepts = ~0u >> (32 - static_cast<unsigned>(Kind::kCount));
+  registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {
+    return std::make_unique<ConsoleSinkDef>(kinds_mask(ctx, "kinds"), ctx.params->get_string("format") == "json");
+  });
+}
+
+}  // namespace runlens::connectors

@@ -1,0 +1,221 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <thread>
+
+#include "formats/input_reader.h"
+#include "connectors/sources/sources.h"
+
+namespace runlens::connectors {
+
+std::optional<double> parse_speed(const std::string& text) {
+  if (text == "max") return 0.0;
+  if (text == "realtime") return 1.0;
+  std::string t = text;
+  if (!t.empty() && (t.back() == 'x' || t.back() == 'X')) t.pop_back();
+  try {
+    size_t used = 0;
+    double v = std::stod(t, &used);
+    if (used != t.size() || !(v > 0) || !std::isfinite(v)) return std::nullopt;
+    return v;
+  } catch (...) {
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+struct Input {
+  std::unique_ptr<InputReader> reader;
+  std::vector<Record> rows;  // read ahead, not yet sent
+  std::vector<uint64_t> positions;
+  size_t next = 0;
+  bool eof = false;
+};
+
+class FileSource final : public runtime::SourceDef<Record> {
+ public:
+  explicit FileSource(FileSourceOptions o) : o_(std::move(o)) {}
+
+  void run(runtime::SourceOutput<Record>& out) override {
+    std::vector<Input> inputs;
+    uint64_t total_bytes = 0;
+    for (const auto& p : o_.paths) {
+      std::string error;
+      auto r = InputReader::open(p, &error);
+      if (!r) throw runtime::ConfigError({runtime::Diagnostic{{}, "", error}});
+      total_bytes += r->bytes();
+      Input in;
+      in.reader = std::move(r);
+      inputs.push_back(std::move(in));
+    }
+    std::vector<Record> rows;
+    std::vector<std::pair<size_t, uint64_t>> where_from;  // (input, position) per row
+    auto started = std::chrono::steady_clock::now();
+    auto last_draw = started;
+    uint64_t total_rows = 0;
+    int64_t first_event = runtime::kBeginningOfTime;
+    auto where = [&](size_t i) { return inputs[where_from[i].first].reader->describe_position(where_from[i].second); };
+    for (;;) {
+      if (out.stopping()) break;
+      rows.clear();
+      where_from.clear();
+      if (inputs.size() == 1) {
+        // One file: pass its batches through as they are.
+        Input& in = inputs[0];
+        if (!fill(in, out)) break;
+        if (in.next == 0) {
+          rows.swap(in.rows);
+        } else {
+          rows.assign(std::make_move_iterator(in.rows.begin() + static_cast<long>(in.next)),
+                      std::make_move_iterator(in.rows.end()));
+        }
+        for (size_t k = in.next; k < in.positions.size(); ++k) where_from.push_back({0, in.positions[k]});
+        in.rows.clear();
+        in.next = 0;
+      } else {
+        // Several files (of one run, or of runs side by side): merge them by
+        // event time row by row, so that the source's watermark and lateness
+        // apply to one time-ordered stream.
+        while (rows.size() < o_.batch_size) {
+          Input* best = nullptr;
+          size_t best_i = 0;
+          for (size_t k = 0; k < inputs.size(); ++k) {
+            Input& in = inputs[k];
+            if (!fill(in, out)) continue;
+            if (!best || in.rows[in.next].time_ns < best->rows[best->next].time_ns) best = &in, best_i = k;
+          }
+          if (!best) break;
+          rows.push_back(std::move(best->rows[best->next]));
+          where_from.push_back({best_i, best->positions[best->next]});
+          ++best->next;
+        }
+        if (rows.empty()) break;
+      }
+      total_rows += rows.size();
+      if (o_.speed > 0) {
+        paced_push(out, rows, where, first_event, started);
+      } else {
+        out.push(rows, where);
+      }
+      if (o_.progress) {
+        auto now = std::chrono::steady_clock::now();
+        if (now - last_draw > std::chrono::milliseconds(200)) {
+          last_draw = now;
+          draw(inputs_progress(inputs, total_bytes), total_rows, now - started);
+        }
+      }
+    }
+    if (o_.progress) {
+      draw(1.0, total_rows, std::chrono::steady_clock::now() - started);
+      std::fputc('\n', stderr);
+    }
+  }
+
+  std::string describe() const override {
+    std::string s;
+    for (const auto& p : o_.paths) s += (s.empty() ? "" : ",") + p;
+    return "paths=" + s;
+  }
+
+ private:
+  // Makes sure `in` has a row to give (reading more if needed); false at its end.
+  bool fill(Input& in, runtime::SourceOutput<Record>& out) {
+    while (in.next >= in.rows.size()) {
+      if (in.eof) return false;
+      in.rows.clear();
+      in.positions.clear();
+      in.next = 0;
+      uint64_t dead_before = in.reader->dead_lettered();
+      in.eof = !in.reader->next(&in.rows, &in.positions, o_.batch_size, out.dead_letters(), out.node_id());
+      if (uint64_t dead = in.reader->dead_lettered() - dead_before) {
+        out.counters().add(out.counters().dead_lettered, dead);
+        out.counters().add(out.counters().in, dead);
+      }
+    }
+    return true;
+  }
+
+  static double inputs_progress(const std::vector<Input>& inputs, uint64_t total_bytes) {
+    if (total_bytes == 0) return 1.0;
+    double done = 0;
+    for (const auto& i : inputs) done += i.reader->progress() * static_cast<double>(i.reader->bytes());
+    return done / static_cast<double>(total_bytes);
+  }
+
+  static void draw(double fraction, uint64_t rows, std::chrono::steady_clock::duration elapsed) {
+    constexpr int kWidth = 30;
+    int filled = static_cast<int>(fraction * kWidth);
+    char bar[kWidth + 1];
+    for (int i = 0; i < kWidth; ++i) bar[i] = i < filled ? '=' : (i == filled ? '>' : ' ');
+    bar[kWidth] = 0;
+    double secs = std::chrono::duration<double>(elapsed).count();
+    std::fprintf(stderr, "\rreplay [%s] %3.0f%%  %llu events  %.2f M events/s ", bar, fraction * 100,
+                 static_cast<unsigned long long>(rows), secs > 0 ? static_cast<double>(rows) / secs / 1e6 : 0.0);
+    std::fflush(stderr);
+  }
+
+  // Pushes rows when their event time, scaled by the speed, is due on the wall clock.
+  void paced_push(runtime::SourceOutput<Record>& out, std::vector<Record>& rows,
+                  const std::function<std::string(size_t)>& where, int64_t& first_event,
+                  std::chrono::steady_clock::time_point started) {
+    std::vector<Record> chunk;
+    std::vector<size_t> chunk_pos;  // index into rows, for positions
+    auto flush = [&] {
+      if (chunk.empty()) return;
+      out.push(chunk, [&](size_t i) { return where(chunk_pos[i]); });
+      chunk.clear();
+      chunk_pos.clear();
+    };
+    for (size_t i = 0; i < rows.size() && !out.stopping(); ++i) {
+      if (first_event == runtime::kBeginningOfTime) first_event = rows[i].time_ns;
+      double offset_s = static_cast<double>(rows[i].time_ns - first_event) / 1e9 / o_.speed;
+      auto due = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(std::max(0.0, offset_s)));
+      if (due > std::chrono::steady_clock::now() + std::chrono::milliseconds(5)) {
+        flush();
+        while (!out.stopping() && std::chrono::steady_clock::now() < due) {
+          std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+        }
+      }
+      chunk.push_back(std::move(rows[i]));
+      chunk_pos.push_back(i);
+    }
+    flush();
+  }
+
+  FileSourceOptions o_;
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::SourceDef<Record>> MakeFileSource(FileSourceOptions options) {
+  return std::make_unique<FileSource>(std::move(options));
+}
+
+void RegisterFileSource(Registry& registry) {
+  runtime::ComponentInfo info;
+  info.type = "file";
+  info.role = runtime::Role::kSource;
+  info.doc =
+      "Reads telemetry files (JSONL or recordings, recognised by content) once, several files aligned by event "
+      "time; at full speed or paced by event time.";
+  info.params = {
+      {"paths", runtime::ParamType::kStringList, std::nullopt, "Files to read ('-' is standard input).", {}, {}, {}},
+      {"speed", runtime::ParamType::kString, "max", "max, realtime, or a factor such as 10x.", {}, {}, {}},
+  };
+  info.emits = kAllContractKinds;
+  registry.add_source(std::move(info), [](const runtime::BuildContext& ctx) {
+    FileSourceOptions o;
+    o.paths = ctx.params->get_list("paths");
+    if (o.paths.empty()) ctx.fail("paths", "paths must name at least one file");
+    auto speed = parse_speed(ctx.params->get_string("speed"));
+    if (!speed) ctx.fail("speed", "invalid speed '" + ctx.params->get_string("speed") + "' (max, realtime or e.g. 10x)");
+    o.speed = *speed;
+    return MakeFileSource(std::move(o));
+  });
+}
+
+}  // namespace runlens::connectors

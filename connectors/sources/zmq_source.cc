@@ -1,0 +1,174 @@
+#include <zmq.hpp>
+
+#include <atomic>
+#include <chrono>
+
+#include "formats/capnp_codec.h"
+#include "formats/recording.h"
+#include "connectors/sources/sources.h"
+
+namespace runlens::connectors {
+namespace {
+
+class ZmqSource final : public runtime::SourceDef<Record> {
+ public:
+  explicit ZmqSource(ZmqSourceOptions o) : o_(std::move(o)) {}
+
+  void run(runtime::SourceOutput<Record>& out) override {
+    zmq::context_t ctx(1);
+    zmq::socket_t sock(ctx, o_.subscribe ? zmq::socket_type::sub : zmq::socket_type::pull);
+    sock.set(zmq::sockopt::rcvhwm, static_cast<int>(o_.rcvhwm));
+    sock.set(zmq::sockopt::linger, 0);
+    // Frames larger than this are refused by ZeroMQ itself; we still check below.
+    sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(o_.max_frame_bytes) + 1);
+    if (o_.subscribe) sock.set(zmq::sockopt::subscribe, o_.topic);
+    const std::string& endpoint = o_.bind.empty() ? o_.connect : o_.bind;
+    try {
+      if (!o_.bind.empty()) sock.bind(o_.bind);
+      else sock.connect(o_.connect);
+    } catch (const zmq::error_t& e) {
+      throw runtime::ConfigError({runtime::Diagnostic{
+          {}, "sources." + out.node_id(),
+          std::string("cannot ") + (o_.bind.empty() ? "connect to " : "bind ") + endpoint + ": " + e.what()}});
+    }
+    // Optionally keep every frame as it came, so a replay of the recording
+    // sees exactly what this live pipeline saw.
+    recording::Writer recorder;
+    if (!o_.record.empty()) {
+      std::string error;
+      if (!recorder.open(o_.record, &error)) {
+        throw runtime::ConfigError({runtime::Diagnostic{{}, "sources." + out.node_id(), error}});
+      }
+    }
+    std::vector<Record> rows;
+    std::vector<capnpc::EventIssue> issues;
+    uint64_t frame_no = 0;
+    zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0}};
+    while (!out.stopping() && !interrupted_.load()) {
+      int ready = 0;
+      try {
+        ready = zmq::poll(items, 1, std::chrono::milliseconds(100));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        throw;
+      }
+      if (ready == 0) {
+        out.idle();
+        continue;
+      }
+      // Drain what is there, a bounded number of frames per pass.
+      for (int k = 0; k < 256; ++k) {
+        zmq::message_t msg;
+        auto got = sock.recv(msg, zmq::recv_flags::dontwait);
+        if (!got) break;
+        ++frame_no;
+        std::string where = endpoint + "#frame " + std::to_string(frame_no);
+        if (o_.subscribe && msg.more()) continue;  // topic frame of a multipart message
+        if (static_cast<int64_t>(msg.size()) > o_.max_frame_bytes) {
+          dead(out, where, "oversized frame: " + std::to_string(msg.size()) + " bytes (max_frame_bytes " +
+                               std::to_string(o_.max_frame_bytes) + ")");
+          continue;
+        }
+        rows.clear();
+        issues.clear();
+        std::string error;
+        if (!capnpc::decode_batch(msg.data(), msg.size(), &rows, &issues, &error)) {
+          dead(out, where, error);
+          continue;
+        }
+        for (const auto& i : issues) dead(out, where + " event " + std::to_string(i.index), i.reason);
+        if (!o_.record.empty()) {
+          std::string error;
+          std::string bytes(static_cast<const char*>(msg.data()), msg.size());
+          if (!recorder.write_encoded(bytes, static_cast<uint32_t>(rows.size() + issues.size()), &error)) {
+            dead(out, where, "not recorded: " + error);
+          }
+        }
+        drop_future(out, rows, where);
+        out.push(rows, [&](size_t i) { return where; });
+      }
+    }
+  }
+
+  void interrupt() override { interrupted_.store(true); }
+
+  std::string describe() const override {
+    return (o_.bind.empty() ? "connect=" + o_.connect : "bind=" + o_.bind) + (o_.subscribe ? " sub" : " pull");
+  }
+
+ private:
+  static void dead(runtime::SourceOutput<Record>& out, const std::string& where, const std::string& why) {
+    runtime::DeadLetter d;
+    d.component = out.node_id();
+    d.position = where;
+    d.reason = why;
+    out.dead_letters().write(d);
+    out.counters().add(out.counters().dead_lettered, 1);
+  }
+
+  // One event stamped far in the future (a bad clock) would move the
+  // watermark past everything else and make it all late. Live event times are
+  // wall-clock times, so reject those beyond max_future of this host's clock.
+  void drop_future(runtime::SourceOutput<Record>& out, std::vector<Record>& rows, const std::string& where) {
+    int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+    size_t kept = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (rows[i].time_ns > now + o_.max_future_ns) {
+        dead(out, where, "event time " + std::to_string(rows[i].time_ns) + " is " +
+                             std::to_string((rows[i].time_ns - now) / 1'000'000'000) +
+                             " s ahead of this host's clock (max_future " +
+                             std::to_string(o_.max_future_ns / 1'000'000'000) + " s)");
+        continue;
+      }
+      if (kept != i) rows[kept] = std::move(rows[i]);
+      ++kept;
+    }
+    rows.resize(kept);
+  }
+
+  ZmqSourceOptions o_;
+  std::atomic<bool> interrupted_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<runtime::SourceDef<Record>> MakeZmqSource(ZmqSourceOptions options) {
+  return std::make_unique<ZmqSource>(std::move(options));
+}
+
+void RegisterZmqSource(Registry& registry) {
+  runtime::ComponentInfo info;
+  info.type = "zmq";
+  info.role = runtime::Role::kSource;
+  info.doc =
+      "Receives Cap'n Proto telemetry batches over ZeroMQ from many senders at once (PULL, or SUB). A malformed or "
+      "oversized frame is dead-lettered with its reason.";
+  info.params = {
+      {"bind", runtime::ParamType::kString, "", "Endpoint to bind, e.g. tcp://127.0.0.1:5555 (or use connect).", {}, {}, {}},
+      {"connect", runtime::ParamType::kString, "", "Endpoint to connect to (instead of bind).", {}, {}, {}},
+      {"socket", runtime::ParamType::kString, "pull", "pull (senders PUSH) or sub (senders PUB).", {"pull", "sub"}, {}, {}},
+      {"topic", runtime::ParamType::kString, "", "With socket: sub, the topic prefix to subscribe to.", {}, {}, {}},
+      {"max_frame_bytes", runtime::ParamType::kInt, "67108864", "Largest frame accepted; larger ones are dead-lettered.", {}, 64, std::nullopt},
+      {"rcvhwm", runtime::ParamType::kInt, "1000", "ZeroMQ receive high-water mark, in messages.", {}, 1, std::nullopt},
+      {"record", runtime::ParamType::kString, "", "If set, a recording file that gets every frame received, as received.", {}, {}, {}},
+      {"max_future", runtime::ParamType::kDuration, "10m", "Events stamped further ahead of this host's clock are dead-lettered (a bad clock would otherwise make everything else late).", {}, 0, std::nullopt},
+  };
+  info.emits = kAllContractKinds;
+  registry.add_source(std::move(info), [](const runtime::BuildContext& ctx) {
+    ZmqSourceOptions o;
+    o.bind = ctx.params->get_string("bind");
+    o.connect = ctx.params->get_string("connect");
+    if (o.bind.empty() == o.connect.empty()) ctx.fail("bind", "give exactly one of 'bind' and 'connect'");
+    o.subscribe = ctx.params->get_string("socket") == "sub";
+    o.topic = ctx.params->get_string("topic");
+    o.max_frame_bytes = ctx.params->get_int("max_frame_bytes");
+    o.rcvhwm = ctx.params->get_int("rcvhwm");
+    o.max_future_ns = ctx.params->get_duration_ns("max_future");
+    o.record = ctx.params->get_string("record");
+    return MakeZmqSource(std::move(o));
+  });
+}
+
+}  // namespace runlens::connectors

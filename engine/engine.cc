@@ -1,0 +1,155 @@
+#include "engine/engine.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "connectors/builtin.h"
+#include "formats/dead_letter.h"
+#include "formats/jsonl_codec.h"
+#include "connectors/sources/sources.h"
+#include "default_pipeline.h"
+#include "runtime/executor.h"
+
+namespace runlens {
+
+const char* const kDefaultPipelineName = "<embedded pipelines/training-health.yaml>";
+
+const std::string& default_pipeline_text() {
+  static const std::string text(kEmbeddedDefaultPipeline);
+  return text;
+}
+
+const ops::Registry& builtin_registry() {
+  static const ops::Registry* registry = [] {
+    auto* r = new ops::Registry(ops::kind_names());
+    ops::RegisterBuiltinOperators(*r);
+    connectors::RegisterBuiltinConnectors(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+namespace {
+// Builds every operator once, so that what its factory checks (a bad
+// combination of values, an invalid rule file of root_cause) is reported when
+// the pipeline is loaded, by `runlens validate` too, with file:line:col.
+void check_operators(const runtime::PipelineSpec& spec) {
+  std::vector<runtime::Diagnostic> diags;
+  for (const auto& c : spec.components) {
+    if (c.role != runtime::Role::kOperator) continue;
+    try {
+      builtin_registry().make_operator(c);
+    } catch (const runtime::ConfigError& e) {
+      diags.insert(diags.end(), e.diagnostics().begin(), e.diagnostics().end());
+    }
+  }
+  if (!diags.empty()) throw runtime::ConfigError(diags);
+}
+}  // namespace
+
+runtime::PipelineSpec load_pipeline(const std::string& path, const std::map<std::string, std::string>& vars) {
+  auto lookup = runtime::env_lookup(vars);
+  auto spec = path.empty() ? runtime::parse_pipeline_text(default_pipeline_text(), kDefaultPipelineName, builtin_registry(), lookup)
+                           : runtime::parse_pipeline_file(path, builtin_registry(), lookup);
+  check_operators(spec);
+  return spec;
+}
+
+namespace {
+// Stands in for the extra live sources of a pipeline during a replay.
+class EmptySource final : public runtime::SourceDef<Record> {
+ public:
+  void run(runtime::SourceOutput<Record>&) override {}
+};
+}  // namespace
+
+struct Engine::Impl {
+  runtime::PipelineSpec spec;
+  EngineOptions options;
+  std::unique_ptr<DeadLetterFile> dead_letters;
+  std::unique_ptr<runtime::Executor<Record>> executor;
+  std::atomic<bool> stop_requested{false};
+};
+
+Engine::Engine(runtime::PipelineSpec spec, EngineOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->spec = std::move(spec);
+  impl_->options = std::move(options);
+}
+Engine::~Engine() = default;
+
+void Engine::stop() {
+  impl_->stop_requested.store(true);
+  if (impl_->executor) impl_->executor->stop();
+}
+
+RunSummary Engine::run() {
+  const auto& spec = impl_->spec;
+  const auto& opt = impl_->options;
+  const auto& reg = builtin_registry();
+
+  std::string dl_path = spec.settings.dead_letter.empty() ? opt.out_dir + "/dead_letter.jsonl" : spec.settings.dead_letter;
+  std::error_code ec;
+  std::filesystem::remove(dl_path, ec);  // a stale file from an earlier run would mislead
+  impl_->dead_letters = std::make_unique<DeadLetterFile>(dl_path);
+
+  runtime::ExecutorOptions eo;
+  eo.threads = opt.threads;
+  eo.queue_capacity = spec.settings.queue_capacity;
+  eo.overflow = spec.settings.overflow;
+  eo.lateness_ns = spec.settings.lateness_ns;
+  eo.idle_timeout_ns = spec.settings.idle_timeout_ns;
+  eo.dead_letters = impl_->dead_letters.get();
+  auto ex = std::make_unique<runtime::Executor<Record>>(eo, [](const Record& r) { return jsonl::encode_record(r); });
+
+  bool replay = !opt.replay_inputs.empty();
+  bool replaced = false;
+  size_t batch = static_cast<size_t>(opt.batch_size > 0 ? opt.batch_size : spec.settings.batch_size);
+  for (const auto& c : spec.components) {
+    if (c.role == runtime::Role::kSource) {
+      std::unique_ptr<runtime::SourceDef<Record>> src;
+      if (replay) {
+        // Replay feeds the recording in place of the live sources: the first
+        // source carries it, the others are silent.
+        if (!replaced) {
+          connectors::FileSourceOptions fo;
+          fo.paths = opt.replay_inputs;
+          fo.speed = opt.speed;
+          fo.batch_size = batch;
+          fo.progress = opt.progress;
+          src = connectors::MakeFileSource(std::move(fo));
+          replaced = true;
+        } else {
+          src = std::make_unique<EmptySource>();
+        }
+      } else {
+        src = reg.make_source(c);
+      }
+      ex->add_source(c.id, replay ? "replay" : c.type, c.info->emits, std::move(src));
+      continue;
+    }
+    std::vector<std::string> inputs;
+    for (const auto& in : c.inputs) inputs.push_back(in.name);
+    ex->add_operator(c.id, c.type, c.info->accepts, c.info->emits, inputs, c.parallelism, reg.make_operator(c));
+  }
+  impl_->executor = std::move(ex);
+  if (impl_->stop_requested.load()) impl_->executor->stop();
+
+  auto started = std::chrono::steady_clock::now();
+  impl_->executor->run();
+  impl_->dead_letters->flush();
+
+  RunSummary s;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  s.counters = impl_->executor->counters();
+  s.dead_letters = impl_->dead_letters->count();
+  s.dead_letter_path = dl_path;
+  for (const auto& c : spec.components) {
+    if (c.role != runtime::Role::kSource) continue;
+    for (const auto& snap : s.counters) {
+      if (snap.node == c.id) s.source_rows += snap.in;
+    }
+  }
+  return s;
+}
+
+}  // namespace runlens

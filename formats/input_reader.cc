@@ -1,0 +1,293 @@
+#include "formats/input_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <iterator>
+
+#include "formats/capnp_codec.h"
+#include "formats/crc32c.h"
+#include "formats/jsonl_codec.h"
+#include "formats/recording.h"
+
+namespace runlens {
+namespace {
+
+constexpr size_t kMaxRawBytes = 4096;
+
+// The bytes of a file: mapped when it is a regular file, read when it is a pipe.
+class Bytes {
+ public:
+  ~Bytes() {
+    if (map_ && size_) munmap(map_, size_);
+  }
+  bool load(const std::string& path, std::string* error) {
+    if (path == "-") {
+      buf_.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+      data_ = buf_.data(), size_ = buf_.size();
+      return true;
+    }
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return *error = "cannot open " + path + ": " + std::strerror(errno), false;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return *error = "cannot read " + path + ": not a regular file", false;
+    }
+    if (S_ISREG(st.st_mode)) {
+      size_ = static_cast<size_t>(st.st_size);
+      if (size_ > 0) {
+        void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+          ::close(fd);
+          return *error = "cannot map " + path + ": " + std::strerror(errno), false;
+        }
+        madvise(m, size_, MADV_SEQUENTIAL);
+        map_ = m;
+        data_ = static_cast<const char*>(m);
+      }
+    } else {
+      char chunk[1 << 16];
+      ssize_t n;
+      while ((n = ::read(fd, chunk, sizeof chunk)) > 0) buf_.append(chunk, static_cast<size_t>(n));
+      data_ = buf_.data(), size_ = buf_.size();
+    }
+    ::close(fd);
+    return true;
+  }
+  const char* data() const { return data_; }
+  size_t size() const { return size_; }
+
+  // Tells the kernel the bytes before `pos` are consumed: their pages leave
+  // the resident set, so memory stays flat however long the recording is.
+  void consumed(size_t pos) {
+    if (!map_) return;
+    constexpr size_t kStep = 32u << 20;
+    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    size_t upto = pos / page * page;
+    if (upto < released_ + kStep) return;
+    madvise(static_cast<char*>(map_) + released_, upto - released_, MADV_DONTNEED);
+    released_ = upto;
+  }
+
+ private:
+  void* map_ = nullptr;
+  size_t released_ = 0;
+  const char* data_ = "";
+  size_t size_ = 0;
+  std::string buf_;
+};
+
+void dead_letter(runtime::DeadLetterSink& dl, const std::string& component, std::string position,
+                 std::string reason, std::string_view raw) {
+  runtime::DeadLetter d;
+  d.component = component;
+  d.position = std::move(position);
+  d.reason = std::move(reason);
+  d.raw = std::string(raw.substr(0, kMaxRawBytes));
+  dl.write(d);
+}
+
+class JsonlReader final : public InputReader {
+ public:
+  JsonlReader(std::string path, std::unique_ptr<Bytes> bytes) : path_(std::move(path)), bytes_(std::move(bytes)) {}
+
+  bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows,
+            runtime::DeadLetterSink& dl, const std::string& component) override {
+    const char* d = bytes_->data();
+    size_t n = bytes_->size();
+    size_t produced = 0;
+    while (pos_ < n && produced < max_rows) {
+      const void* nl = std::memchr(d + pos_, '\n', n - pos_);
+      size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - d) : n;
+      std::string_view line(d + pos_, end - pos_);
+      pos_ = end + 1;
+      ++line_no_;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+      Record r;
+      std::string why;
+      if (!jsonl::decode_record(line, &r, &why)) {
+        ++dead_;
+        dead_letter(dl, component, path_ + ":" + std::to_string(line_no_), why, line);
+        continue;
+      }
+      rows->push_back(std::move(r));
+      positions->push_back(line_no_);
+      ++produced;
+    }
+    bytes_->consumed(std::min(pos_, n));
+    return pos_ < n;
+  }
+  std::string describe_position(uint64_t p) const override { return path_ + ":" + std::to_string(p); }
+  const char* format() const override { return "jsonl"; }
+  double progress() const override {
+    return bytes_->size() ? static_cast<double>(std::min(pos_, bytes_->size())) / bytes_->size() : 1.0;
+  }
+  uint64_t dead_lettered() const override { return dead_; }
+  uint64_t bytes() const override { return bytes_->size(); }
+
+ private:
+  std::string path_;
+  std::unique_ptr<Bytes> bytes_;
+  size_t pos_ = 0;
+  uint64_t line_no_ = 0;
+  uint64_t dead_ = 0;
+};
+
+uint32_t get_u32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+class RecordingReader final : public InputReader {
+ public:
+  RecordingReader(std::string path, std::unique_ptr<Bytes> bytes) : path_(std::move(path)), bytes_(std::move(bytes)) {
+    pos_ = recording::kHeaderBytes;
+  }
+
+  bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows,
+            runtime::DeadLetterSink& dl, const std::string& component) override {
+    const char* d = bytes_->data();
+    size_t n = bytes_->size();
+    size_t produced = 0;
+    if (!header_checked_) {
+      header_checked_ = true;
+      if (n < recording::kHeaderBytes) {
+        ++dead_;
+        dead_letter(dl, component, at(0), "truncated recording header (" + std::to_string(n) + " bytes)", {});
+        pos_ = n;
+        return false;
+      }
+      uint16_t fmt;
+      std::memcpy(&fmt, d + 8, 2);
+      if (fmt != recording::kFormatVersion) {
+        ++dead_;
+        dead_letter(dl, component, at(0),
+                    "unsupported recording format version " + std::to_string(fmt) + " (this runlens reads 1)", {});
+        pos_ = n;
+        return false;
+      }
+    }
+    while (pos_ < n && produced < max_rows) {
+      size_t frame = pos_;
+      if (n - pos_ < recording::kFrameHeaderBytes) {
+        ++dead_;
+        dead_letter(dl, component, at(frame),
+                    "truncated frame header: " + std::to_string(n - pos_) + " bytes at the end of the file", {});
+        pos_ = n;
+        break;
+      }
+      uint32_t marker = get_u32(d + pos_), len = get_u32(d + pos_ + 4), crc = get_u32(d + pos_ + 8);
+      if (marker != recording::kFrameMarker) {
+        resync(frame, "corrupt frame: no frame marker", dl, component);
+        continue;
+      }
+      size_t payload = pos_ + recording::kFrameHeaderBytes;
+      if (len > n - payload) {
+        // Either the file was cut short, or the length is corrupt: look for a
+        // later frame before concluding the former.
+        resync(frame,
+               "truncated frame: header says " + std::to_string(len) + " payload bytes, " +
+                   std::to_string(n - payload) + " remain",
+               dl, component);
+        continue;
+      }
+      if (crc32c(d + payload, len) != crc) {
+        resync(frame, "corrupt frame: checksum mismatch", dl, component);
+        continue;
+      }
+      pos_ = payload + len;
+      issues_.clear();
+      std::string error;
+      size_t first = rows->size();
+      if (!capnpc::decode_batch(d + payload, len, rows, &issues_, &error)) {
+        ++dead_;
+        dead_letter(dl, component, at(frame), error, {});
+        continue;
+      }
+      for (const auto& issue : issues_) {
+        ++dead_;
+        dead_letter(dl, component, at(frame) + "#" + std::to_string(issue.index), issue.reason, {});
+      }
+      // Position token: frame offset in the high bits, event index in the low 20.
+      uint32_t index = 0;
+      size_t issue_i = 0;
+      for (size_t k = first; k < rows->size(); ++k) {
+        while (issue_i < issues_.size() && issues_[issue_i].index == index) ++index, ++issue_i;
+        positions->push_back((static_cast<uint64_t>(frame) << 20) | std::min<uint32_t>(index, (1u << 20) - 1));
+        ++index;
+        ++produced;
+      }
+    }
+    bytes_->consumed(std::min(pos_, n));
+    return pos_ < n;
+  }
+
+  std::string describe_position(uint64_t p) const override {
+    return at(static_cast<size_t>(p >> 20)) + "#" + std::to_string(p & ((1u << 20) - 1));
+  }
+  const char* format() const override { return "recording"; }
+  double progress() const override {
+    return bytes_->size() ? static_cast<double>(std::min(pos_, bytes_->size())) / bytes_->size() : 1.0;
+  }
+  uint64_t dead_lettered() const override { return dead_; }
+  uint64_t bytes() const override { return bytes_->size(); }
+
+ private:
+  std::string at(size_t offset) const { return path_ + "@" + std::to_string(offset); }
+
+  // Dead-letters the bytes from `frame` to the next frame marker with a
+  // plausible header (at any offset: damage need not keep 8-byte alignment)
+  // and continues there.
+  void resync(size_t frame, const std::string& why, runtime::DeadLetterSink& dl, const std::string& component) {
+    const char* d = bytes_->data();
+    size_t n = bytes_->size();
+    size_t next = frame + 1;
+    while (next + recording::kFrameHeaderBytes <= n) {
+      const void* hit = std::memchr(d + next, 'R', n - next - recording::kFrameHeaderBytes + 1);
+      if (!hit) {
+        next = n;
+        break;
+      }
+      next = static_cast<size_t>(static_cast<const char*>(hit) - d);
+      if (get_u32(d + next) == recording::kFrameMarker) {
+        uint32_t len = get_u32(d + next + 4);
+        if (len % 8 == 0 && len <= n - next - recording::kFrameHeaderBytes) break;
+      }
+      ++next;
+    }
+    if (next + recording::kFrameHeaderBytes > n) next = n;
+    ++dead_;
+    dead_letter(dl, component, at(frame), why + "; skipped " + std::to_string(next - frame) + " bytes", {});
+    pos_ = next;
+  }
+
+  std::string path_;
+  std::unique_ptr<Bytes> bytes_;
+  size_t pos_ = 0;
+  bool header_checked_ = false;
+  uint64_t dead_ = 0;
+  std::vector<capnpc::EventIssue> issues_;
+};
+
+}  // namespace
+
+std::unique_ptr<InputReader> InputReader::open(const std::string& path, std::string* error) {
+  auto bytes = std::make_unique<Bytes>();
+  if (!bytes->load(path, error)) return nullptr;
+  // A recording is recognised by its magic, also when only part of the header survived.
+  size_t probe = std::min(bytes->size(), sizeof recording::kMagic);
+  if (probe >= 4 && std::memcmp(bytes->data(), recording::kMagic, probe) == 0) {
+    return std::make_unique<RecordingReader>(path, std::move(bytes));
+  }
+  return std::make_unique<JsonlReader>(path, std::move(bytes));
+}
+
+}  // namespace runlens

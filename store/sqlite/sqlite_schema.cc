@@ -1,0 +1,286 @@
+#include "store/sqlite/sqlite_schema.h"
+
+namespace runlens::store {
+
+namespace {
+
+// Version 1: the run graph, the timeline and the per-step aggregates.
+constexpr const char* kV1 = R"sql(
+CREATE TABLE schema_version (
+  version INTEGER PRIMARY KEY,
+  description TEXT NOT NULL
+);
+CREATE TABLE experiments (
+  experiment_id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE models (
+  model_id TEXT PRIMARY KEY
+);
+CREATE TABLE model_versions (
+  model_id TEXT NOT NULL,
+  model_version TEXT NOT NULL,
+  run_id TEXT,
+  checkpoint_id TEXT,
+  PRIMARY KEY (model_id, model_version)
+);
+CREATE INDEX model_versions_by_version ON model_versions (model_version);
+CREATE TABLE dataset_versions (
+  dataset_version TEXT PRIMARY KEY
+);
+CREATE TABLE clusters (
+  cluster_id TEXT PRIMARY KEY
+);
+CREATE TABLE nodes (
+  node TEXT PRIMARY KEY,
+  cluster_id TEXT NOT NULL DEFAULT 'default'
+);
+CREATE TABLE gpus (
+  node TEXT NOT NULL,
+  gpu INTEGER NOT NULL,
+  PRIMARY KEY (node, gpu)
+) WITHOUT ROWID;
+CREATE TABLE runs (
+  run_id TEXT PRIMARY KEY,
+  tenant TEXT NOT NULL DEFAULT '',
+  experiment_id TEXT,
+  job_id TEXT,
+  model_id TEXT,
+  model_version TEXT,
+  dataset_version TEXT,
+  code_commit TEXT,
+  world_size INTEGER NOT NULL,
+  gpu_peak_flops REAL,
+  model_flops_per_token REAL,
+  status TEXT NOT NULL,
+  end_reason TEXT,
+  started_ns INTEGER NOT NULL,
+  ended_ns INTEGER,
+  last_time_ns INTEGER NOT NULL,
+  step INTEGER,
+  tokens_processed INTEGER NOT NULL DEFAULT 0,
+  loss REAL,
+  val_loss REAL,
+  lr REAL,
+  grad_norm REAL,
+  mfu REAL,
+  tokens_per_s REAL
+);
+CREATE INDEX runs_by_experiment ON runs (experiment_id);
+CREATE INDEX runs_by_model ON runs (model_id, model_version);
+CREATE INDEX runs_by_dataset ON runs (dataset_version);
+CREATE INDEX runs_by_job ON runs (job_id);
+CREATE TABLE run_config (
+  run_id TEXT NOT NULL,
+  key TEXT NOT NULL,
+  position INTEGER NOT NULL,
+  number REAL,
+  text TEXT,
+  PRIMARY KEY (run_id, key)
+) WITHOUT ROWID;
+CREATE TABLE rank_allocations (
+  run_id TEXT NOT NULL,
+  rank INTEGER NOT NULL,
+  node TEXT,
+  gpu INTEGER,
+  PRIMARY KEY (run_id, rank)
+) WITHOUT ROWID;
+CREATE INDEX rank_allocations_by_gpu ON rank_allocations (node, gpu);
+CREATE TABLE checkpoints (
+  run_id TEXT NOT NULL,
+  checkpoint_id TEXT NOT NULL,
+  step INTEGER,
+  time_ns INTEGER NOT NULL,
+  duration_ms REAL,
+  size_bytes INTEGER,
+  upload_ms REAL,
+  ok INTEGER,
+  uri TEXT,
+  sha256 TEXT,
+  PRIMARY KEY (run_id, checkpoint_id)
+) WITHOUT ROWID;
+CREATE INDEX checkpoints_by_id ON checkpoints (checkpoint_id);
+CREATE TABLE artifacts (
+  artifact_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  artifact_type TEXT NOT NULL,
+  object_uri TEXT NOT NULL,
+  checksum TEXT,
+  created_at_ns INTEGER NOT NULL,
+  checkpoint_id TEXT
+);
+CREATE INDEX artifacts_by_run ON artifacts (run_id);
+CREATE TABLE alerts (
+  alert_id TEXT PRIMARY KEY,
+  run_id TEXT,
+  kind TEXT NOT NULL,
+  severity TEXT NOT NULL,
+  time_ns INTEGER NOT NULL,
+  step INTEGER,
+  rank INTEGER,
+  node TEXT,
+  gpu INTEGER,
+  cause TEXT,
+  json TEXT NOT NULL
+);
+CREATE INDEX alerts_by_run ON alerts (run_id, time_ns);
+CREATE INDEX alerts_by_time ON alerts (time_ns);
+CREATE TABLE timeline (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  step INTEGER,
+  time_ns INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  severity TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  ref TEXT,
+  detail TEXT
+);
+CREATE INDEX timeline_by_run ON timeline (run_id, step, time_ns);
+CREATE TABLE step_stats (
+  run_id TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  time_ns INTEGER NOT NULL,
+  world_size INTEGER NOT NULL,
+  reported INTEGER NOT NULL,
+  step_ms REAL NOT NULL,
+  work_min_ms REAL NOT NULL,
+  work_p50_ms REAL NOT NULL,
+  work_p95_ms REAL NOT NULL,
+  work_p99_ms REAL NOT NULL,
+  work_max_ms REAL NOT NULL,
+  slowest_rank INTEGER,
+  straggler_ratio REAL NOT NULL,
+  tokens INTEGER NOT NULL,
+  tokens_per_s REAL,
+  mfu REAL,
+  data_wait_ratio REAL,
+  communication_ratio REAL,
+  loss REAL,
+  val_loss REAL,
+  lr REAL,
+  grad_norm REAL,
+  PRIMARY KEY (run_id, step)
+) WITHOUT ROWID;
+)sql";
+
+// Version 2: incidents (each alert of a version-1 store becomes its own),
+// restarts per run, and tiered retention: per-rank window summaries,
+// full-resolution rank and GPU rows of failure windows, GPU and node rollups
+// (GPU rows packed in blocks: one row per step of a run, per batch of a node's
+// GPU samples, per node and rollup bucket); and the keys of evaluation runs
+// and quality gates. Tables of blocks keep rowids: WITHOUT ROWID suits small
+// rows only, a block would spill to overflow pages.
+constexpr const char* kV2 = R"sql(
+CREATE TABLE incidents (
+  incident_id TEXT PRIMARY KEY,
+  run_id TEXT,
+  kind TEXT NOT NULL,
+  severity TEXT NOT NULL,
+  opened_ns INTEGER NOT NULL,
+  opened_step INTEGER,
+  last_ns INTEGER NOT NULL,
+  last_step INTEGER,
+  alert_count INTEGER NOT NULL
+);
+CREATE INDEX incidents_by_run ON incidents (run_id, opened_ns);
+ALTER TABLE alerts ADD COLUMN incident_id TEXT;
+INSERT INTO incidents (incident_id, run_id, kind, severity, opened_ns, opened_step, last_ns, last_step, alert_count)
+  SELECT 'inc-' || alert_id, run_id, kind, severity, time_ns, step, time_ns, step, 1 FROM alerts;
+UPDATE alerts SET incident_id = 'inc-' || alert_id;
+ALTER TABLE runs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE rank_step_blocks (
+  run_id TEXT NOT NULL,
+  step INTEGER NOT NULL,
+  time_ns INTEGER NOT NULL,
+  kept_for TEXT NOT NULL,
+  ranks INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  UNIQUE (run_id, step)
+);
+CREATE TABLE rank_windows (
+  run_id TEXT NOT NULL,
+  first_step INTEGER NOT NULL,
+  rank INTEGER NOT NULL,
+  last_step INTEGER NOT NULL,
+  node TEXT,
+  gpu INTEGER,
+  steps INTEGER NOT NULL,
+  work_ms_sum REAL NOT NULL,
+  work_ms_max REAL NOT NULL,
+  step_ms_sum REAL NOT NULL,
+  ratio_sum REAL NOT NULL,
+  comm_ms_sum REAL NOT NULL,
+  comm_n INTEGER NOT NULL,
+  data_wait_ms_sum REAL NOT NULL,
+  data_wait_n INTEGER NOT NULL,
+  slowest_count INTEGER NOT NULL,
+  PRIMARY KEY (run_id, first_step, rank)
+) WITHOUT ROWID;
+CREATE TABLE gpu_sample_blocks (
+  node TEXT NOT NULL,
+  first_ns INTEGER NOT NULL,
+  last_ns INTEGER NOT NULL,
+  kept_for TEXT NOT NULL,
+  samples INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  UNIQUE (node, first_ns)
+);
+CREATE TABLE gpu_rollups (
+  resolution_ns INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  bucket_ns INTEGER NOT NULL,
+  gpus INTEGER NOT NULL,
+  data BLOB NOT NULL,
+  UNIQUE (resolution_ns, node, bucket_ns)
+);
+CREATE TABLE node_rollups (
+  resolution_ns INTEGER NOT NULL,
+  node TEXT NOT NULL,
+  bucket_ns INTEGER NOT NULL,
+  samples INTEGER NOT NULL,
+  cpu_avg REAL, cpu_max REAL,
+  mem_used_max REAL,
+  net_tx_avg REAL, net_rx_avg REAL,
+  disk_read_avg REAL, disk_write_avg REAL,
+  tcp_retransmits_total INTEGER NOT NULL,
+  rdma_errors_total INTEGER NOT NULL,
+  PRIMARY KEY (resolution_ns, node, bucket_ns)
+) WITHOUT ROWID;
+CREATE TABLE evaluation_runs (
+  evaluation_id TEXT PRIMARY KEY,
+  model_id TEXT,
+  model_version TEXT,
+  checkpoint_id TEXT,
+  run_id TEXT,
+  status TEXT,
+  created_at_ns INTEGER
+);
+CREATE INDEX evaluation_runs_by_model ON evaluation_runs (model_id, model_version);
+CREATE TABLE evaluation_scores (
+  evaluation_id TEXT NOT NULL,
+  benchmark TEXT NOT NULL,
+  score REAL,
+  PRIMARY KEY (evaluation_id, benchmark)
+) WITHOUT ROWID;
+CREATE TABLE quality_gates (
+  gate_id TEXT NOT NULL,
+  evaluation_id TEXT NOT NULL,
+  benchmark TEXT,
+  threshold REAL,
+  passed INTEGER,
+  PRIMARY KEY (gate_id, evaluation_id)
+) WITHOUT ROWID;
+)sql";
+
+}  // namespace
+
+const std::vector<Migration>& sqlite_migrations() {
+  static const std::vector<Migration> migrations = {
+      {1, "run graph, timeline, per-step aggregates", kV1},
+      {2, "incidents, restarts, tiered retention (rank windows, rank and GPU blocks, rollups), evaluation keys", kV2},
+  };
+  return migrations;
+}
+
+}  // namespace runlens::store

@@ -1,0 +1,1496 @@
+// The embedded store: one SQLite file in WAL mode (readers never wait for the
+// writer, so `runlens serve` can read while `runlens run` writes). Every
+// statement is a constant string with bound parameters, prepared once per
+// connection; no SQL is ever built from values.
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "formats/json_writer.h"
+#include "formats/jsonl_codec.h"
+#include "store/sqlite/sqlite_schema.h"
+#include "store/store.h"
+
+namespace runlens::store {
+
+namespace {
+
+// --- a connection and its statements --------------------------------------------------
+
+class Db {
+ public:
+  Db(const std::string& path, OpenMode mode) : path_(path) {
+    int flags = mode == OpenMode::kReadOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    flags |= SQLITE_OPEN_NOMUTEX;  // one thread at a time uses a connection
+    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+      std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw StoreError("cannot open store " + path + ": " + why);
+    }
+    sqlite3_busy_timeout(db_, 10000);
+    sqlite3_extended_result_codes(db_, 1);
+  }
+  ~Db() {
+    for (auto& [sql, list] : cache_) {
+      for (auto& [st, busy] : list) sqlite3_finalize(st);
+    }
+    if (db_) sqlite3_close(db_);
+  }
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  sqlite3* raw() const { return db_; }
+  const std::string& path() const { return path_; }
+
+  // A prepared statement for `sql` that no live Query holds: queries nest
+  // (walking the lineage reads runs while reading checkpoints).
+  sqlite3_stmt* acquire(const char* sql) {
+    auto& list = cache_[sql];
+    for (auto& [st, busy] : list) {
+      if (!busy) {
+        busy = true;
+        return st;
+      }
+    }
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, nullptr) != SQLITE_OK) {
+      fail("cannot prepare statement");
+    }
+    list.emplace_back(st, true);
+    return st;
+  }
+  void release(const char* sql, sqlite3_stmt* st) {
+    for (auto& [s, busy] : cache_[sql]) {
+      if (s == st) busy = false;
+    }
+  }
+
+  // Rows changed by the last INSERT, UPDATE or DELETE.
+  int64_t changes() const { return sqlite3_changes64(db_); }
+
+  // Statements without values (schema, pragmas, transactions).
+  void exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string why = err ? err : sqlite3_errmsg(db_);
+      sqlite3_free(err);
+      throw StoreError("store " + path_ + ": " + why);
+    }
+  }
+
+  [[noreturn]] void fail(const std::string& what) const {
+    throw StoreError("store " + path_ + ": " + what + ": " + sqlite3_errmsg(db_));
+  }
+
+ private:
+  std::string path_;
+  sqlite3* db_ = nullptr;
+  // By the address of the SQL text (a literal or a static string): (statement, in use).
+  std::unordered_map<const char*, std::vector<std::pair<sqlite3_stmt*, bool>>> cache_;
+};
+
+// One use of a prepared statement: values bound in order with arg(), rows
+// read with next(); reset on destruction so the statement can be reused.
+class Query {
+ public:
+  Query(Db& db, const char* sql) : db_(db), sql_(sql), st_(db.acquire(sql)) {}
+  ~Query() {
+    sqlite3_reset(st_);
+    sqlite3_clear_bindings(st_);
+    db_.release(sql_, st_);
+  }
+  Query(const Query&) = delete;
+  Query& operator=(const Query&) = delete;
+
+  Query& arg(int64_t v) { return check(sqlite3_bind_int64(st_, ++n_, v)); }
+  Query& arg(int32_t v) { return arg(static_cast<int64_t>(v)); }
+  Query& arg(bool v) { return arg(static_cast<int64_t>(v ? 1 : 0)); }
+  // Non-finite numbers are kept as the text JSON output uses ("NaN"): SQLite
+  // would store a NaN as NULL, and a NaN loss is exactly what must not vanish.
+  Query& arg(double v) {
+    if (std::isfinite(v)) return check(sqlite3_bind_double(st_, ++n_, v));
+    return arg_text(std::isnan(v) ? "NaN" : v > 0 ? "Infinity" : "-Infinity");
+  }
+  Query& arg_text(std::string_view v) {
+    return check(sqlite3_bind_text(st_, ++n_, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+  }
+  Query& arg(const std::string& v) { return arg_text(v); }
+  Query& arg(const char* v) { return arg_text(v); }
+  Query& null() { return check(sqlite3_bind_null(st_, ++n_)); }
+  Query& blob(const std::string& v) {
+    return check(sqlite3_bind_blob(st_, ++n_, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
+  }
+  // Empty text is stored as NULL (absent).
+  Query& opt_text(std::string_view v) { return v.empty() ? null() : arg_text(v); }
+  template <class T>
+  Query& opt(const std::optional<T>& v) {
+    return v ? arg(*v) : null();
+  }
+
+  // Steps once; true while there is a row.
+  bool next() {
+    int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    db_.fail("statement failed");
+  }
+  void run() {
+    while (next()) {
+    }
+  }
+
+  bool is_null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
+  int64_t i64(int c) const { return sqlite3_column_int64(st_, c); }
+  double f64(int c) const {
+    if (sqlite3_column_type(st_, c) == SQLITE_TEXT) {
+      std::string_view t = text_view(c);
+      if (t == "NaN") return std::numeric_limits<double>::quiet_NaN();
+      if (t == "Infinity") return std::numeric_limits<double>::infinity();
+      if (t == "-Infinity") return -std::numeric_limits<double>::infinity();
+    }
+    return sqlite3_column_double(st_, c);
+  }
+  std::string text(int c) const { return std::string(text_view(c)); }
+  std::string_view blob(int c) const {
+    const auto* p = static_cast<const char*>(sqlite3_column_blob(st_, c));
+    return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
+  }
+  std::optional<int64_t> opt_i64(int c) const { return is_null(c) ? std::nullopt : std::optional<int64_t>(i64(c)); }
+  std::optional<double> opt_f64(int c) const { return is_null(c) ? std::nullopt : std::optional<double>(f64(c)); }
+
+ private:
+  std::string_view text_view(int c) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(st_, c));
+    return p ? std::string_view(p, static_cast<size_t>(sqlite3_column_bytes(st_, c))) : std::string_view();
+  }
+  Query& check(int rc) {
+    if (rc != SQLITE_OK) db_.fail("cannot bind parameter " + std::to_string(n_));
+    return *this;
+  }
+  Db& db_;
+  const char* sql_;
+  sqlite3_stmt* st_;
+  int n_ = 0;
+};
+
+class Transaction {
+ public:
+  explicit Transaction(Db& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_.raw(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    db_.exec("COMMIT");
+    done_ = true;
+  }
+
+ private:
+  Db& db_;
+  bool done_ = false;
+};
+
+int read_version(Db& db) {
+  Query has(db, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'");
+  if (!has.next() || has.i64(0) == 0) return 0;
+  Query v(db, "SELECT coalesce(max(version), 0) FROM schema_version");
+  return v.next() ? static_cast<int>(v.i64(0)) : 0;
+}
+
+void migrate(Db& db, int target) {
+  int current = read_version(db);
+  int latest = sqlite_migrations().back().version;
+  if (current > latest) {
+    throw StoreError("store " + db.path() + " has schema version " + std::to_string(current) +
+                     ", newer than this runlens understands (" + std::to_string(latest) + ")");
+  }
+  for (const Migration& m : sqlite_migrations()) {
+    if (m.version <= current || m.version > target) continue;
+    Transaction tx(db);
+    // Re-read inside the write lock: another process may have migrated meanwhile.
+    if (read_version(db) >= m.version) continue;
+    db.exec(m.sql);
+    Query(db, "INSERT INTO schema_version (version, description) VALUES (?, ?)")
+        .arg(m.version)
+        .arg(m.description)
+        .run();
+    tx.commit();
+  }
+}
+
+std::shared_ptr<Db> open_db(const std::string& path, const OpenOptions& o) {
+  auto db = std::make_shared<Db>(path, o.mode);
+  if (o.mode == OpenMode::kReadWrite) {
+    // WAL: one writer, many readers that never block on it. NORMAL sync is
+    // durable across application crashes and cheap per commit.
+    db->exec("PRAGMA journal_mode = WAL");
+    db->exec("PRAGMA synchronous = NORMAL");
+    // Checkpoint the log into the database every 16 MiB of it (4096 pages)
+    // rather than SQLite's 4 MiB: pages that commit after commit rewrites
+    // (rollups, window summaries) are copied fewer times, and what is left for
+    // the checkpoint at close (on the exit path of a replay) stays small.
+    db->exec("PRAGMA wal_autocheckpoint = 4096");
+    migrate(*db, o.target_version);
+  } else {
+    int v = read_version(*db);
+    if (v != kSchemaVersion) {
+      throw StoreError("store " + path + " has schema version " + std::to_string(v) + ", this runlens reads version " +
+                       std::to_string(kSchemaVersion) +
+                       (v < kSchemaVersion ? " (open it read-write once to migrate)" : ""));
+    }
+  }
+  return db;
+}
+
+// --- packed blocks of high-cardinality rows ------------------------------------------
+//
+// Full-resolution rank rows come a whole step at a time (a thousand ranks), and
+// GPU rows a node at a time: SQLite keeps each step of a run, and each batch of
+// a node's GPU samples, as one row whose blob packs the rows (fixed-size
+// little-endian records), which makes them cheap to write and small. The
+// interface stays row by row; an analytics store would keep plain rows.
+
+static_assert(std::endian::native == std::endian::little, "blocks are little-endian");
+
+template <class T>
+void put(std::string* out, T v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+template <class T>
+T take(const char*& p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  p += sizeof v;
+  return v;
+}
+
+// rank i32, gpu i32, presence u32 (1 comm_ms, 2 data_wait_ms), pad u32,
+// step_ms, work_ms, comm_ms, data_wait_ms, ratio_to_median f64.
+constexpr size_t kRankRecord = 4 * 4 + 5 * 8;
+
+void pack_rank(std::string* out, const RankStepRow& r) {
+  put<int32_t>(out, r.rank);
+  put<int32_t>(out, r.gpu);
+  put<uint32_t>(out, (r.comm_ms ? 1u : 0u) | (r.data_wait_ms ? 2u : 0u));
+  put<uint32_t>(out, 0);
+  put<double>(out, r.step_ms);
+  put<double>(out, r.work_ms);
+  put<double>(out, r.comm_ms.value_or(0));
+  put<double>(out, r.data_wait_ms.value_or(0));
+  put<double>(out, r.ratio_to_median);
+}
+
+RankStepRow unpack_rank(const char*& p) {
+  RankStepRow r;
+  r.rank = take<int32_t>(p);
+  r.gpu = take<int32_t>(p);
+  uint32_t present = take<uint32_t>(p);
+  take<uint32_t>(p);
+  r.step_ms = take<double>(p);
+  r.work_ms = take<double>(p);
+  double comm = take<double>(p), wait = take<double>(p);
+  if (present & 1u) r.comm_ms = comm;
+  if (present & 2u) r.data_wait_ms = wait;
+  r.ratio_to_median = take<double>(p);
+  return r;
+}
+
+// time_ns i64, gpu i32, presence u32 (bit i: field i below), then util_pct,
+// sm_active_pct, temp_c, power_w, sm_clock_mhz f64, mem_used_bytes,
+// throttle_reasons, xid, ecc_dbe_total i64.
+constexpr size_t kGpuRecord = 8 + 4 + 4 + 5 * 8 + 4 * 8;
+
+void pack_gpu(std::string* out, const GpuSampleRow& row) {
+  const Gpu& g = row.sample;
+  const Gpu::F reals[] = {Gpu::F::util_pct, Gpu::F::sm_active_pct, Gpu::F::temp_c, Gpu::F::power_w,
+                          Gpu::F::sm_clock_mhz};
+  const double real_values[] = {g.util_pct, g.sm_active_pct, g.temp_c, g.power_w, g.sm_clock_mhz};
+  const Gpu::F ints[] = {Gpu::F::mem_used_bytes, Gpu::F::throttle_reasons, Gpu::F::xid, Gpu::F::ecc_dbe_total};
+  const int64_t int_values[] = {g.mem_used_bytes, g.throttle_reasons, g.xid, g.ecc_dbe_total};
+  uint32_t present = 0;
+  for (int i = 0; i < 5; ++i) present |= g.has(reals[i]) ? 1u << i : 0u;
+  for (int i = 0; i < 4; ++i) present |= g.has(ints[i]) ? 1u << (5 + i) : 0u;
+  put<int64_t>(out, row.time_ns);
+  put<int32_t>(out, g.gpu);
+  put<uint32_t>(out, present);
+  for (double v : real_values) put<double>(out, v);
+  for (int64_t v : int_values) put<int64_t>(out, v);
+}
+
+GpuSampleRow unpack_gpu(const char*& p, Symbol node, const std::string& kept_for) {
+  GpuSampleRow row;
+  row.kept_for = kept_for;
+  Gpu& g = row.sample;
+  g.node = node;
+  g.set_present(Gpu::F::node);
+  g.set_present(Gpu::F::gpu);
+  row.time_ns = take<int64_t>(p);
+  g.gpu = take<int32_t>(p);
+  uint32_t present = take<uint32_t>(p);
+  double* reals[] = {&g.util_pct, &g.sm_active_pct, &g.temp_c, &g.power_w, &g.sm_clock_mhz};
+  const Gpu::F real_fields[] = {Gpu::F::util_pct, Gpu::F::sm_active_pct, Gpu::F::temp_c, Gpu::F::power_w,
+                                Gpu::F::sm_clock_mhz};
+  int64_t* ints[] = {&g.mem_used_bytes, &g.throttle_reasons, &g.xid, &g.ecc_dbe_total};
+  const Gpu::F int_fields[] = {Gpu::F::mem_used_bytes, Gpu::F::throttle_reasons, Gpu::F::xid, Gpu::F::ecc_dbe_total};
+  for (int i = 0; i < 5; ++i) {
+    *reals[i] = take<double>(p);
+    if (present & (1u << i)) g.set_present(real_fields[i]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    *ints[i] = take<int64_t>(p);
+    if (present & (1u << (5 + i))) g.set_present(int_fields[i]);
+  }
+  return row;
+}
+
+// gpu i32, samples u32, then per field (util_pct, temp_c, power_w,
+// sm_clock_mhz, mem_used_bytes) n u32 and mean, min, max f32 (a rollup is a
+// summary: float precision is plenty, and it halves the largest table), then
+// throttle_reasons i64 and xid i64.
+constexpr size_t kRollupRecord = 4 + 4 + 5 * (4 + 3 * 4) + 2 * 8;
+
+void pack_rollup(std::string* out, const GpuRollupRow& r) {
+  put<int32_t>(out, r.gpu);
+  put<uint32_t>(out, static_cast<uint32_t>(r.samples));
+  for (const Agg* a : {&r.util_pct, &r.temp_c, &r.power_w, &r.sm_clock_mhz, &r.mem_used_bytes}) {
+    put<uint32_t>(out, static_cast<uint32_t>(a->n));
+    put<float>(out, static_cast<float>(a->n ? a->sum / static_cast<double>(a->n) : 0));
+    put<float>(out, static_cast<float>(a->min));
+    put<float>(out, static_cast<float>(a->max));
+  }
+  put<int64_t>(out, r.throttle_reasons);
+  put<int64_t>(out, r.xid);
+}
+
+GpuRollupRow unpack_rollup(const char*& p) {
+  GpuRollupRow r;
+  r.gpu = take<int32_t>(p);
+  r.samples = take<uint32_t>(p);
+  for (Agg* a : {&r.util_pct, &r.temp_c, &r.power_w, &r.sm_clock_mhz, &r.mem_used_bytes}) {
+    a->n = take<uint32_t>(p);
+    a->sum = static_cast<double>(take<float>(p)) * static_cast<double>(a->n);
+    a->min = take<float>(p);
+    a->max = take<float>(p);
+  }
+  r.throttle_reasons = take<int64_t>(p);
+  r.xid = take<int64_t>(p);
+  return r;
+}
+
+// --- the run graph -------------------------------------------------------------------
+
+constexpr const char* kRunColumns =
+    "run_id, tenant, experiment_id, job_id, model_id, model_version, dataset_version, code_commit, world_size, "
+    "gpu_peak_flops, model_flops_per_token, status, end_reason, started_ns, ended_ns, last_time_ns, step, "
+    "tokens_processed, restarts, loss, val_loss, lr, grad_norm, mfu, tokens_per_s";
+
+RunRow read_run(const Query& q) {
+  RunRow r;
+  r.run_id = q.text(0);
+  r.tenant = q.text(1);
+  r.experiment_id = q.text(2);
+  r.job_id = q.text(3);
+  r.model_id = q.text(4);
+  r.model_version = q.text(5);
+  r.dataset_version = q.text(6);
+  r.code_commit = q.text(7);
+  r.world_size = static_cast<int32_t>(q.i64(8));
+  r.gpu_peak_flops = q.opt_f64(9);
+  r.model_flops_per_token = q.opt_f64(10);
+  r.status = q.text(11);
+  r.end_reason = q.text(12);
+  r.started_ns = q.i64(13);
+  r.ended_ns = q.opt_i64(14);
+  r.last_time_ns = q.i64(15);
+  r.step = q.opt_i64(16);
+  r.tokens_processed = q.i64(17);
+  r.restarts = static_cast<int32_t>(q.i64(18));
+  r.loss = q.opt_f64(19);
+  r.val_loss = q.opt_f64(20);
+  r.lr = q.opt_f64(21);
+  r.grad_norm = q.opt_f64(22);
+  r.mfu = q.opt_f64(23);
+  r.tokens_per_s = q.opt_f64(24);
+  return r;
+}
+
+constexpr const char* kStepColumns =
+    "run_id, step, time_ns, world_size, reported, step_ms, work_min_ms, work_p50_ms, work_p95_ms, work_p99_ms, "
+    "work_max_ms, slowest_rank, straggler_ratio, tokens, tokens_per_s, mfu, data_wait_ratio, communication_ratio, "
+    "loss, val_loss, lr, grad_norm";
+
+StepRow read_step(const Query& q) {
+  StepRow r;
+  StepStats& s = r.stats;
+  s.run_id = Symbol::intern(q.text(0));
+  s.step = q.i64(1);
+  r.time_ns = q.i64(2);
+  s.world_size = static_cast<int32_t>(q.i64(3));
+  s.reported = static_cast<int32_t>(q.i64(4));
+  s.step_ms = q.f64(5);
+  s.work_min = q.f64(6);
+  s.work_p50 = q.f64(7);
+  s.work_p95 = q.f64(8);
+  s.work_p99 = q.f64(9);
+  s.work_max = q.f64(10);
+  s.slowest_rank = q.is_null(11) ? -1 : static_cast<int32_t>(q.i64(11));
+  s.straggler_ratio = q.f64(12);
+  s.tokens = q.i64(13);
+  s.tokens_per_s = q.opt_f64(14);
+  s.mfu = q.opt_f64(15);
+  s.data_wait_ratio = q.opt_f64(16);
+  s.communication_ratio = q.opt_f64(17);
+  s.loss = q.opt_f64(18);
+  s.val_loss = q.opt_f64(19);
+  s.lr = q.opt_f64(20);
+  s.grad_norm = q.opt_f64(21);
+  return r;
+}
+
+class SqliteRunGraph final : public RunGraph {
+ public:
+  explicit SqliteRunGraph(std::shared_ptr<Db> db) : db_(std::move(db)) {}
+
+  void write(const GraphBatch& b) override {
+    if (b.empty()) return;
+    Db& db = *db_;
+    Transaction tx(db);
+    for (const auto& run : b.replace_runs) {
+      for (const char* sql : {"DELETE FROM runs WHERE run_id = ?", "DELETE FROM run_config WHERE run_id = ?",
+                              "DELETE FROM rank_allocations WHERE run_id = ?",
+                              "DELETE FROM checkpoints WHERE run_id = ?", "DELETE FROM artifacts WHERE run_id = ?",
+                              "DELETE FROM alerts WHERE run_id = ?", "DELETE FROM incidents WHERE run_id = ?",
+                              "DELETE FROM timeline WHERE run_id = ?", "DELETE FROM step_stats WHERE run_id = ?"}) {
+        Query(db, sql).arg(run).run();
+      }
+    }
+    for (const auto& r : b.runs) write_run(r);
+    for (const auto& a : b.allocations) {
+      if (!a.node.empty()) {
+        Query(db, "INSERT OR IGNORE INTO clusters (cluster_id) VALUES ('default')").run();
+        Query(db, "INSERT OR IGNORE INTO nodes (node) VALUES (?)").arg(a.node).run();
+        if (a.gpu >= 0) Query(db, "INSERT OR IGNORE INTO gpus (node, gpu) VALUES (?, ?)").arg(a.node).arg(a.gpu).run();
+      }
+      Query(db, "INSERT OR REPLACE INTO rank_allocations (run_id, rank, node, gpu) VALUES (?, ?, ?, ?)")
+          .arg(a.run_id)
+          .arg(a.rank)
+          .opt_text(a.node)
+          .opt(a.gpu >= 0 ? std::optional<int64_t>(a.gpu) : std::nullopt)
+          .run();
+    }
+    for (const auto& c : b.checkpoints) {
+      Query(db,
+            "INSERT OR REPLACE INTO checkpoints (run_id, checkpoint_id, step, time_ns, duration_ms, size_bytes, "
+            "upload_ms, ok, uri, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(c.run_id)
+          .arg(c.checkpoint_id)
+          .opt(c.step)
+          .arg(c.time_ns)
+          .opt(c.duration_ms)
+          .opt(c.size_bytes)
+          .opt(c.upload_ms)
+          .opt(c.ok)
+          .opt_text(c.uri)
+          .opt_text(c.sha256)
+          .run();
+    }
+    for (const auto& a : b.artifacts) {
+      Query(db,
+            "INSERT OR REPLACE INTO artifacts (artifact_id, run_id, artifact_type, object_uri, checksum, "
+            "created_at_ns, checkpoint_id) VALUES (?, ?, ?, ?, ?, ?, ?)")
+          .arg(a.artifact_id)
+          .arg(a.run_id)
+          .arg(a.artifact_type)
+          .arg(a.object_uri)
+          .opt_text(a.checksum)
+          .arg(a.created_at_ns)
+          .opt_text(a.checkpoint_id)
+          .run();
+    }
+    for (const auto& s : b.alerts) {
+      const Alert& a = s.alert;
+      Query(db,
+            "INSERT OR REPLACE INTO alerts (alert_id, run_id, kind, severity, time_ns, step, rank, node, gpu, cause, "
+            "json, incident_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(a.alert_id)
+          .opt_text(a.run_id.str())
+          .arg(a.kind)
+          .arg_text(severity_name(a.severity))
+          .arg(a.time_ns)
+          .opt(a.step)
+          .opt(a.rank)
+          .opt_text(a.node.str())
+          .opt(a.gpu)
+          .opt_text(a.cause)
+          .arg(s.json)
+          .opt_text(s.incident_id)
+          .run();
+    }
+    for (const auto& i : b.incidents) {
+      Query(db,
+            "INSERT OR REPLACE INTO incidents (incident_id, run_id, kind, severity, opened_ns, opened_step, last_ns, "
+            "last_step, alert_count) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(i.incident_id)
+          .opt_text(i.run_id)
+          .arg(i.kind)
+          .arg(i.severity)
+          .arg(i.opened_ns)
+          .opt(i.opened_step)
+          .arg(i.last_ns)
+          .opt(i.last_step)
+          .arg(i.alert_count)
+          .run();
+    }
+    for (const auto& e : b.timeline) {
+      Query(db,
+            "INSERT INTO timeline (run_id, step, time_ns, kind, severity, summary, ref, detail) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(e.run_id)
+          .opt(e.step)
+          .arg(e.time_ns)
+          .arg(e.kind)
+          .arg(e.severity)
+          .arg(e.summary)
+          .opt_text(e.ref)
+          .opt_text(e.detail_json)
+          .run();
+    }
+    for (const auto& r : b.steps) {
+      const StepStats& s = r.stats;
+      Query(db,
+            "INSERT OR REPLACE INTO step_stats (run_id, step, time_ns, world_size, reported, step_ms, work_min_ms, "
+            "work_p50_ms, work_p95_ms, work_p99_ms, work_max_ms, slowest_rank, straggler_ratio, tokens, tokens_per_s, "
+            "mfu, data_wait_ratio, communication_ratio, loss, val_loss, lr, grad_norm) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg_text(s.run_id.str())
+          .arg(s.step)
+          .arg(r.time_ns)
+          .arg(s.world_size)
+          .arg(s.reported)
+          .arg(s.step_ms)
+          .arg(s.work_min)
+          .arg(s.work_p50)
+          .arg(s.work_p95)
+          .arg(s.work_p99)
+          .arg(s.work_max)
+          .opt(s.slowest_rank >= 0 ? std::optional<int64_t>(s.slowest_rank) : std::nullopt)
+          .arg(s.straggler_ratio)
+          .arg(s.tokens)
+          .opt(s.tokens_per_s)
+          .opt(s.mfu)
+          .opt(s.data_wait_ratio)
+          .opt(s.communication_ratio)
+          .opt(s.loss)
+          .opt(s.val_loss)
+          .opt(s.lr)
+          .opt(s.grad_norm)
+          .run();
+    }
+    tx.commit();
+  }
+
+  std::vector<RunRow> runs(const RunFilter& f) override {
+    static const std::string sql = std::string("SELECT ") + kRunColumns +
+                                   " FROM runs WHERE (?1 = '' OR experiment_id = ?1) AND (?2 = '' OR model_id = ?2) "
+                                   "AND (?3 = '' OR status = ?3) ORDER BY started_ns DESC, run_id LIMIT ?4";
+    Query q(*db_, sql.c_str());
+    q.arg(f.experiment_id).arg(f.model_id).arg(f.status).arg(f.limit);
+    std::vector<RunRow> out;
+    while (q.next()) out.push_back(read_run(q));
+    return out;
+  }
+
+  std::optional<RunRow> run(const std::string& run_id) override {
+    static const std::string sql = std::string("SELECT ") + kRunColumns + " FROM runs WHERE run_id = ?";
+    std::optional<RunRow> row;
+    {
+      Query q(*db_, sql.c_str());
+      q.arg(run_id);
+      if (!q.next()) return std::nullopt;
+      row = read_run(q);
+    }
+    Query c(*db_, "SELECT key, number, text FROM run_config WHERE run_id = ? ORDER BY position");
+    c.arg(run_id);
+    while (c.next()) {
+      row->config.emplace_back(c.text(0), c.is_null(1) ? Value::of(c.text(2)) : Value::of(c.f64(1)));
+    }
+    Query k(*db_,
+            "SELECT checkpoint_id FROM checkpoints WHERE run_id = ? AND ok IS NOT 0 ORDER BY time_ns DESC LIMIT 1");
+    k.arg(run_id);
+    if (k.next()) row->last_checkpoint_id = k.text(0);
+    return row;
+  }
+
+  RunAggregates aggregates(const std::string& run_id) override {
+    RunAggregates a;
+    {
+      Query q(*db_,
+              "SELECT count(*), avg(tokens_per_s), avg(mfu), max(CASE WHEN typeof(lr) = 'real' THEN lr END) "
+              "FROM step_stats WHERE run_id = ?");
+      q.arg(run_id);
+      if (q.next()) {
+        a.steps = q.i64(0);
+        a.tokens_per_s_mean = q.opt_f64(1);
+        a.mfu_mean = q.opt_f64(2);
+        a.lr_max = q.opt_f64(3);
+      }
+    }
+    {
+      Query q(*db_,
+              "SELECT step_ms FROM step_stats WHERE run_id = ?1 ORDER BY step_ms "
+              "LIMIT 1 OFFSET (SELECT count(*) FROM step_stats WHERE run_id = ?1) / 2");
+      q.arg(run_id);
+      if (q.next()) a.step_ms_median = q.f64(0);
+    }
+    {
+      Query q(*db_,
+              "SELECT avg(loss) FROM (SELECT loss FROM step_stats WHERE run_id = ? AND typeof(loss) = 'real' "
+              "AND abs(loss) < 1e308 ORDER BY step DESC LIMIT 10)");
+      q.arg(run_id);
+      if (q.next()) a.loss_last10 = q.opt_f64(0);
+    }
+    {
+      Query q(*db_, "SELECT lr FROM step_stats WHERE run_id = ? AND lr IS NOT NULL ORDER BY step DESC LIMIT 1");
+      q.arg(run_id);
+      if (q.next()) a.lr_last = q.opt_f64(0);
+    }
+    {
+      Query q(*db_,
+              "SELECT val_loss FROM step_stats WHERE run_id = ? AND val_loss IS NOT NULL ORDER BY step DESC LIMIT 1");
+      q.arg(run_id);
+      if (q.next()) a.val_loss_last = q.opt_f64(0);
+    }
+    {
+      Query q(*db_, "SELECT count(*) FROM alerts WHERE run_id = ?");
+      q.arg(run_id);
+      if (q.next()) a.alerts = q.i64(0);
+    }
+    return a;
+  }
+
+  std::vector<RankAllocation> allocations(const std::string& run_id) override {
+    Query q(*db_, "SELECT run_id, rank, node, gpu FROM rank_allocations WHERE run_id = ? ORDER BY rank");
+    q.arg(run_id);
+    std::vector<RankAllocation> out;
+    while (q.next()) {
+      out.push_back(
+          {q.text(0), static_cast<int32_t>(q.i64(1)), q.text(2), q.is_null(3) ? -1 : static_cast<int32_t>(q.i64(3))});
+    }
+    return out;
+  }
+
+  std::vector<CheckpointRow> checkpoints(const std::string& run_id) override {
+    Query q(*db_,
+            "SELECT run_id, checkpoint_id, step, time_ns, duration_ms, size_bytes, upload_ms, ok, uri, sha256 "
+            "FROM checkpoints WHERE run_id = ? ORDER BY time_ns, checkpoint_id");
+    q.arg(run_id);
+    std::vector<CheckpointRow> out;
+    while (q.next()) out.push_back(read_checkpoint(q));
+    return out;
+  }
+
+  std::vector<TimelineEntry> timeline(const std::string& run_id, StepRange range, int64_t limit) override {
+    Query q(*db_,
+            "SELECT run_id, step, time_ns, kind, severity, summary, ref, detail FROM timeline WHERE run_id = ?1 "
+            "AND (?2 IS NULL OR step >= ?2) AND (?3 IS NULL OR step <= ?3) ORDER BY step, time_ns, id LIMIT ?4");
+    q.arg(run_id).opt(range.from).opt(range.to).arg(limit);
+    std::vector<TimelineEntry> out;
+    while (q.next()) {
+      out.push_back({q.text(0), q.opt_i64(1), q.i64(2), q.text(3), q.text(4), q.text(5), q.text(6), q.text(7)});
+    }
+    return out;
+  }
+
+  std::vector<StepRow> steps(const std::string& run_id, StepRange range, int64_t limit) override {
+    static const std::string sql = std::string("SELECT ") + kStepColumns +
+                                   " FROM step_stats WHERE run_id = ?1 AND (?2 IS NULL OR step >= ?2) "
+                                   "AND (?3 IS NULL OR step <= ?3) ORDER BY step LIMIT ?4";
+    Query q(*db_, sql.c_str());
+    q.arg(run_id).opt(range.from).opt(range.to).arg(limit);
+    std::vector<StepRow> out;
+    while (q.next()) out.push_back(read_step(q));
+    return out;
+  }
+
+  std::vector<StoredAlert> alerts(const AlertFilter& f) override {
+    Query q(*db_,
+            "SELECT json, incident_id FROM alerts WHERE (?1 = '' OR run_id = ?1) AND (?2 = '' OR kind = ?2) "
+            "AND (?3 IS NULL OR time_ns >= ?3) ORDER BY time_ns, alert_id LIMIT ?4");
+    q.arg(f.run_id).arg(f.kind).opt(f.since_ns).arg(f.limit);
+    std::vector<StoredAlert> out;
+    while (q.next()) {
+      StoredAlert s;
+      s.json = q.text(0);
+      s.incident_id = q.text(1);
+      std::string why;
+      if (!jsonl::decode_alert(s.json, &s.alert, &why))
+        throw StoreError("store " + db_->path() + ": bad alert row: " + why);
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  std::vector<IncidentRow> incidents(const std::string& run_id) override {
+    Query q(*db_,
+            "SELECT incident_id, run_id, kind, severity, opened_ns, opened_step, last_ns, last_step, alert_count "
+            "FROM incidents WHERE run_id = ? ORDER BY opened_ns, incident_id");
+    q.arg(run_id);
+    std::vector<IncidentRow> out;
+    while (q.next()) out.push_back(read_incident(q));
+    return out;
+  }
+
+  std::vector<LineageNode> lineage(const std::string& id) override;
+
+ private:
+  static CheckpointRow read_checkpoint(const Query& q) {
+    CheckpointRow c;
+    c.run_id = q.text(0);
+    c.checkpoint_id = q.text(1);
+    c.step = q.opt_i64(2);
+    c.time_ns = q.i64(3);
+    c.duration_ms = q.opt_f64(4);
+    c.size_bytes = q.opt_i64(5);
+    c.upload_ms = q.opt_f64(6);
+    if (!q.is_null(7)) c.ok = q.i64(7) != 0;
+    c.uri = q.text(8);
+    c.sha256 = q.text(9);
+    return c;
+  }
+  static IncidentRow read_incident(const Query& q) {
+    return {q.text(0), q.text(1), q.text(2), q.text(3), q.i64(4), q.i64(6), q.opt_i64(5), q.opt_i64(7), q.i64(8)};
+  }
+
+  void write_run(const RunRow& r) {
+    Db& db = *db_;
+    if (!r.experiment_id.empty()) {
+      Query(db, "INSERT OR IGNORE INTO experiments (experiment_id, tenant) VALUES (?, ?)")
+          .arg(r.experiment_id)
+          .arg(r.tenant)
+          .run();
+    }
+    if (!r.model_id.empty()) Query(db, "INSERT OR IGNORE INTO models (model_id) VALUES (?)").arg(r.model_id).run();
+    if (!r.model_version.empty()) {
+      Query(db,
+            "INSERT INTO model_versions (model_id, model_version, run_id, checkpoint_id) VALUES (?1, ?2, ?3, ?4) "
+            "ON CONFLICT (model_id, model_version) DO UPDATE SET run_id = excluded.run_id, "
+            "checkpoint_id = coalesce(excluded.checkpoint_id, model_versions.checkpoint_id)")
+          .arg(r.model_id)
+          .arg(r.model_version)
+          .arg(r.run_id)
+          .opt_text(r.last_checkpoint_id)
+          .run();
+    }
+    if (!r.dataset_version.empty()) {
+      Query(db, "INSERT OR IGNORE INTO dataset_versions (dataset_version) VALUES (?)").arg(r.dataset_version).run();
+    }
+    Query(db,
+          "INSERT OR REPLACE INTO runs (run_id, tenant, experiment_id, job_id, model_id, model_version, "
+          "dataset_version, code_commit, world_size, gpu_peak_flops, model_flops_per_token, status, end_reason, "
+          "started_ns, ended_ns, last_time_ns, step, tokens_processed, restarts, loss, val_loss, lr, grad_norm, mfu, "
+          "tokens_per_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+        .arg(r.run_id)
+        .arg(r.tenant)
+        .opt_text(r.experiment_id)
+        .opt_text(r.job_id)
+        .opt_text(r.model_id)
+        .opt_text(r.model_version)
+        .opt_text(r.dataset_version)
+        .opt_text(r.code_commit)
+        .arg(r.world_size)
+        .opt(r.gpu_peak_flops)
+        .opt(r.model_flops_per_token)
+        .arg(r.status)
+        .opt_text(r.end_reason)
+        .arg(r.started_ns)
+        .opt(r.ended_ns)
+        .arg(r.last_time_ns)
+        .opt(r.step)
+        .arg(r.tokens_processed)
+        .arg(r.restarts)
+        .opt(r.loss)
+        .opt(r.val_loss)
+        .opt(r.lr)
+        .opt(r.grad_norm)
+        .opt(r.mfu)
+        .opt(r.tokens_per_s)
+        .run();
+    if (!r.config.empty()) {
+      Query(db, "DELETE FROM run_config WHERE run_id = ?").arg(r.run_id).run();
+      int64_t pos = 0;
+      for (const auto& [key, v] : r.config) {
+        Query q(db, "INSERT OR REPLACE INTO run_config (run_id, key, position, number, text) VALUES (?, ?, ?, ?, ?)");
+        q.arg(r.run_id).arg(key).arg(pos++);
+        if (v.kind == Value::Kind::kNumber)
+          q.arg(v.number).null();
+        else
+          q.null().arg(v.text);
+        q.run();
+      }
+    }
+  }
+
+  // --- lineage ---
+  LineageNode run_node(const std::string& run_id, bool full);
+  LineageNode checkpoint_node(const CheckpointRow& c, bool with_run);
+  LineageNode model_version_node(const std::string& model_id, const std::string& version, const std::string& run_id,
+                                 const std::string& checkpoint_id);
+  std::vector<std::string> run_ids(const char* sql, const std::string& id);
+
+  std::shared_ptr<Db> db_;
+};
+
+// --- lineage: walk the graph from any identifier ---------------------------------------
+
+void attr(LineageNode* n, const std::string& key, const std::string& text) {
+  if (!text.empty()) n->attrs.emplace_back(key, text);
+}
+void attr(LineageNode* n, const std::string& key, int64_t v) { n->attrs.emplace_back(key, v); }
+
+std::vector<std::string> SqliteRunGraph::run_ids(const char* sql, const std::string& id) {
+  Query q(*db_, sql);
+  q.arg(id);
+  std::vector<std::string> out;
+  while (q.next()) out.push_back(q.text(0));
+  return out;
+}
+
+LineageNode SqliteRunGraph::checkpoint_node(const CheckpointRow& c, bool with_run) {
+  LineageNode n{"checkpoint", c.checkpoint_id, {}, {}};
+  attr(&n, "run_id", c.run_id);
+  if (c.step) attr(&n, "step", static_cast<int64_t>(*c.step));
+  attr(&n, "time_ns", static_cast<int64_t>(c.time_ns));
+  if (c.ok) attr(&n, "ok", std::string(*c.ok ? "true" : "false"));
+  attr(&n, "uri", c.uri);
+  attr(&n, "sha256", c.sha256);
+  Query a(*db_,
+          "SELECT artifact_id, artifact_type, object_uri, checksum, created_at_ns FROM artifacts "
+          "WHERE run_id = ? AND checkpoint_id = ? ORDER BY artifact_id");
+  a.arg(c.run_id).arg(c.checkpoint_id);
+  while (a.next()) {
+    LineageNode art{"artifact", a.text(0), {}, {}};
+    attr(&art, "artifact_type", a.text(1));
+    attr(&art, "object_uri", a.text(2));
+    attr(&art, "checksum", a.text(3));
+    attr(&art, "created_at_ns", static_cast<int64_t>(a.i64(4)));
+    n.children.push_back(std::move(art));
+  }
+  if (with_run) n.children.push_back(run_node(c.run_id, true));
+  return n;
+}
+
+LineageNode SqliteRunGraph::model_version_node(const std::string& model_id, const std::string& version,
+                                               const std::string& run_id, const std::string& checkpoint_id) {
+  LineageNode n{"model_version", model_id.empty() ? version : model_id + ":" + version, {}, {}};
+  attr(&n, "model_id", model_id);
+  attr(&n, "model_version", version);
+  Query e(*db_,
+          "SELECT evaluation_id, status FROM evaluation_runs WHERE model_id = ? AND model_version = ? ORDER BY "
+          "evaluation_id");
+  e.arg(model_id).arg(version);
+  while (e.next()) {
+    LineageNode ev{"evaluation_run", e.text(0), {}, {}};
+    attr(&ev, "status", e.text(1));
+    n.children.push_back(std::move(ev));
+  }
+  bool placed = false;
+  if (!checkpoint_id.empty()) {
+    Query c(*db_,
+            "SELECT run_id, checkpoint_id, step, time_ns, duration_ms, size_bytes, upload_ms, ok, uri, sha256 "
+            "FROM checkpoints WHERE run_id = ? AND checkpoint_id = ?");
+    c.arg(run_id).arg(checkpoint_id);
+    if (c.next()) {
+      CheckpointRow row = read_checkpoint(c);
+      n.children.push_back(checkpoint_node(row, true));
+      placed = true;
+    }
+  }
+  if (!placed && !run_id.empty() && run(run_id)) n.children.push_back(run_node(run_id, true));
+  return n;
+}
+
+LineageNode SqliteRunGraph::run_node(const std::string& run_id, bool full) {
+  LineageNode n{"training_run", run_id, {}, {}};
+  auto r = run(run_id);
+  if (!r) return n;
+  attr(&n, "status", r->status);
+  if (r->step) attr(&n, "step", static_cast<int64_t>(*r->step));
+  attr(&n, "world_size", static_cast<int64_t>(r->world_size));
+  attr(&n, "started_ns", static_cast<int64_t>(r->started_ns));
+  if (!full) return n;
+  if (!r->experiment_id.empty()) n.children.push_back({"experiment", r->experiment_id, {}, {}});
+  if (!r->job_id.empty()) n.children.push_back({"job", r->job_id, {}, {}});
+  if (!r->code_commit.empty()) n.children.push_back({"code_commit", r->code_commit, {}, {}});
+  if (!r->dataset_version.empty()) n.children.push_back({"dataset_version", r->dataset_version, {}, {}});
+  if (!r->config.empty()) {
+    LineageNode config{"config", run_id, {}, {}};
+    for (const auto& [k, v] : r->config) {
+      if (v.kind == Value::Kind::kNumber)
+        config.attrs.emplace_back(k, v.number);
+      else
+        config.attrs.emplace_back(k, v.text);
+    }
+    n.children.push_back(std::move(config));
+  }
+  if (!r->model_id.empty()) n.children.push_back({"model", r->model_id, {}, {}});
+  if (!r->model_version.empty()) {
+    LineageNode mv{
+        "model_version", r->model_id.empty() ? r->model_version : r->model_id + ":" + r->model_version, {}, {}};
+    attr(&mv, "checkpoint_id", r->last_checkpoint_id);
+    n.children.push_back(std::move(mv));
+  }
+  for (const auto& c : checkpoints(run_id)) n.children.push_back(checkpoint_node(c, false));
+  // Infrastructure lineage: cluster -> node -> GPU (with the rank it ran).
+  std::map<std::string, LineageNode> nodes;
+  for (const auto& a : allocations(run_id)) {
+    if (a.node.empty()) continue;
+    auto [it, fresh] = nodes.try_emplace(a.node, LineageNode{"node", a.node, {}, {}});
+    LineageNode g{"gpu", a.node + "/" + std::to_string(a.gpu), {}, {}};
+    attr(&g, "gpu", static_cast<int64_t>(a.gpu));
+    attr(&g, "rank", static_cast<int64_t>(a.rank));
+    it->second.children.push_back(std::move(g));
+  }
+  if (!nodes.empty()) {
+    LineageNode cluster{"cluster", "default", {}, {}};
+    for (auto& [name, node] : nodes) cluster.children.push_back(std::move(node));
+    n.children.push_back(std::move(cluster));
+  }
+  for (const auto& i : incidents(run_id)) {
+    LineageNode in{"incident", i.incident_id, {}, {}};
+    attr(&in, "kind", i.kind);
+    attr(&in, "severity", i.severity);
+    if (i.opened_step) attr(&in, "opened_step", static_cast<int64_t>(*i.opened_step));
+    attr(&in, "alert_count", static_cast<int64_t>(i.alert_count));
+    n.children.push_back(std::move(in));
+  }
+  return n;
+}
+
+std::vector<LineageNode> SqliteRunGraph::lineage(const std::string& id) {
+  std::vector<LineageNode> out;
+  if (run(id)) out.push_back(run_node(id, true));
+  {
+    std::vector<std::tuple<std::string, std::string, std::string, std::string>> versions;
+    Query q(*db_,
+            "SELECT model_id, model_version, coalesce(run_id, ''), coalesce(checkpoint_id, '') FROM model_versions "
+            "WHERE model_version = ?1 OR model_id || ':' || model_version = ?1 ORDER BY model_id, model_version");
+    q.arg(id);
+    while (q.next()) versions.emplace_back(q.text(0), q.text(1), q.text(2), q.text(3));
+    for (const auto& [m, v, r, c] : versions) out.push_back(model_version_node(m, v, r, c));
+  }
+  {
+    std::vector<CheckpointRow> cks;
+    Query q(*db_,
+            "SELECT run_id, checkpoint_id, step, time_ns, duration_ms, size_bytes, upload_ms, ok, uri, sha256 "
+            "FROM checkpoints WHERE checkpoint_id = ? ORDER BY run_id");
+    q.arg(id);
+    while (q.next()) cks.push_back(read_checkpoint(q));
+    for (const auto& c : cks) out.push_back(checkpoint_node(c, true));
+  }
+  {
+    std::vector<std::pair<std::string, std::string>> models;
+    Query q(*db_, "SELECT model_id FROM models WHERE model_id = ?");
+    q.arg(id);
+    if (q.next()) {
+      LineageNode n{"model", id, {}, {}};
+      std::vector<std::tuple<std::string, std::string, std::string>> versions;
+      Query v(*db_,
+              "SELECT model_version, coalesce(run_id, ''), coalesce(checkpoint_id, '') FROM model_versions "
+              "WHERE model_id = ? ORDER BY model_version");
+      v.arg(id);
+      while (v.next()) versions.emplace_back(v.text(0), v.text(1), v.text(2));
+      for (const auto& [ver, r, c] : versions) n.children.push_back(model_version_node(id, ver, r, c));
+      for (const auto& r :
+           run_ids("SELECT run_id FROM runs WHERE model_id = ? AND model_version IS NULL ORDER BY run_id", id)) {
+        n.children.push_back(run_node(r, false));
+      }
+      out.push_back(std::move(n));
+    }
+  }
+  struct Group {
+    const char* type;
+    const char* exists;
+    const char* runs;
+    bool full;
+  };
+  static const Group kGroups[] = {
+      {"experiment", "SELECT experiment_id FROM experiments WHERE experiment_id = ?",
+       "SELECT run_id FROM runs WHERE experiment_id = ? ORDER BY started_ns, run_id", true},
+      {"job", "SELECT job_id FROM runs WHERE job_id = ? LIMIT 1",
+       "SELECT run_id FROM runs WHERE job_id = ? ORDER BY started_ns, run_id", true},
+      {"dataset_version", "SELECT dataset_version FROM dataset_versions WHERE dataset_version = ?",
+       "SELECT run_id FROM runs WHERE dataset_version = ? ORDER BY started_ns, run_id", false},
+      {"code_commit", "SELECT code_commit FROM runs WHERE code_commit = ? LIMIT 1",
+       "SELECT run_id FROM runs WHERE code_commit = ? ORDER BY started_ns, run_id", false},
+  };
+  for (const Group& g : kGroups) {
+    if (run_ids(g.exists, id).empty()) continue;
+    LineageNode n{g.type, id, {}, {}};
+    for (const auto& r : run_ids(g.runs, id)) n.children.push_back(run_node(r, g.full));
+    out.push_back(std::move(n));
+  }
+  {
+    Query q(*db_, "SELECT node, cluster_id FROM nodes WHERE node = ?");
+    q.arg(id);
+    if (q.next()) {
+      LineageNode n{"node", id, {}, {}};
+      attr(&n, "cluster_id", q.text(1));
+      std::vector<int64_t> gpus;
+      Query g(*db_, "SELECT gpu FROM gpus WHERE node = ? ORDER BY gpu");
+      g.arg(id);
+      while (g.next()) gpus.push_back(g.i64(0));
+      for (int64_t gpu : gpus) {
+        LineageNode gn{"gpu", id + "/" + std::to_string(gpu), {}, {}};
+        std::vector<std::string> runs;
+        Query r(*db_, "SELECT run_id FROM rank_allocations WHERE node = ? AND gpu = ? ORDER BY run_id");
+        r.arg(id).arg(gpu);
+        while (r.next()) runs.push_back(r.text(0));
+        for (const auto& run_id : runs) gn.children.push_back(run_node(run_id, false));
+        n.children.push_back(std::move(gn));
+      }
+      out.push_back(std::move(n));
+    }
+  }
+  {
+    std::optional<std::pair<std::string, std::string>> hit;  // run, kind
+    Query q(*db_, "SELECT coalesce(run_id, ''), kind, severity, step, incident_id FROM alerts WHERE alert_id = ?");
+    q.arg(id);
+    if (q.next()) {
+      LineageNode n{"alert", id, {}, {}};
+      attr(&n, "kind", q.text(1));
+      attr(&n, "severity", q.text(2));
+      if (auto s = q.opt_i64(3)) attr(&n, "step", static_cast<int64_t>(*s));
+      attr(&n, "incident_id", q.text(4));
+      std::string run_id = q.text(0);
+      if (!run_id.empty()) n.children.push_back(run_node(run_id, true));
+      out.push_back(std::move(n));
+    }
+  }
+  {
+    Query q(
+        *db_,
+        "SELECT coalesce(run_id, ''), kind, severity, opened_step, alert_count FROM incidents WHERE incident_id = ?");
+    q.arg(id);
+    if (q.next()) {
+      LineageNode n{"incident", id, {}, {}};
+      attr(&n, "kind", q.text(1));
+      attr(&n, "severity", q.text(2));
+      if (auto s = q.opt_i64(3)) attr(&n, "opened_step", static_cast<int64_t>(*s));
+      attr(&n, "alert_count", static_cast<int64_t>(q.i64(4)));
+      std::string run_id = q.text(0);
+      Query a(*db_, "SELECT alert_id, kind, step FROM alerts WHERE incident_id = ? ORDER BY time_ns, alert_id");
+      a.arg(id);
+      while (a.next()) {
+        LineageNode al{"alert", a.text(0), {}, {}};
+        attr(&al, "kind", a.text(1));
+        if (auto s = a.opt_i64(2)) attr(&al, "step", static_cast<int64_t>(*s));
+        n.children.push_back(std::move(al));
+      }
+      if (!run_id.empty()) n.children.push_back(run_node(run_id, true));
+      out.push_back(std::move(n));
+    }
+  }
+  {
+    Query q(*db_,
+            "SELECT run_id, artifact_type, object_uri, checksum, created_at_ns, coalesce(checkpoint_id, '') "
+            "FROM artifacts WHERE artifact_id = ?");
+    q.arg(id);
+    if (q.next()) {
+      LineageNode n{"artifact", id, {}, {}};
+      attr(&n, "artifact_type", q.text(1));
+      attr(&n, "object_uri", q.text(2));
+      attr(&n, "checksum", q.text(3));
+      attr(&n, "created_at_ns", static_cast<int64_t>(q.i64(4)));
+      std::string run_id = q.text(0);
+      n.children.push_back(run_node(run_id, true));
+      out.push_back(std::move(n));
+    }
+  }
+  {
+    Query q(*db_,
+            "SELECT coalesce(model_id, ''), coalesce(model_version, ''), coalesce(run_id, ''), "
+            "coalesce(checkpoint_id, ''), coalesce(status, '') FROM evaluation_runs WHERE evaluation_id = ?");
+    q.arg(id);
+    if (q.next()) {
+      LineageNode n{"evaluation_run", id, {}, {}};
+      attr(&n, "status", q.text(4));
+      std::string m = q.text(0), v = q.text(1), r = q.text(2), c = q.text(3);
+      if (!v.empty())
+        n.children.push_back(model_version_node(m, v, r, c));
+      else if (!r.empty())
+        n.children.push_back(run_node(r, true));
+      out.push_back(std::move(n));
+    }
+  }
+  return out;
+}
+
+// --- high-cardinality rows -------------------------------------------------------------
+
+class SqliteMetricRows final : public MetricRows {
+ public:
+  explicit SqliteMetricRows(std::shared_ptr<Db> db) : db_(std::move(db)) {}
+
+  void write(const MetricBatch& b) override {
+    if (b.empty()) return;
+    Db& db = *db_;
+    Transaction tx(db);
+    for (const auto& run : b.replace_runs) {
+      Query(db, "DELETE FROM rank_step_blocks WHERE run_id = ?").arg(run).run();
+      Query(db, "DELETE FROM rank_windows WHERE run_id = ?").arg(run).run();
+    }
+    // One block per step of a run: its ranks' rows are consecutive.
+    std::string data;
+    for (size_t i = 0; i < b.rank_steps.size();) {
+      const RankStepRow& head = b.rank_steps[i];
+      size_t j = i;
+      data.clear();
+      for (; j < b.rank_steps.size() && b.rank_steps[j].step == head.step && b.rank_steps[j].run_id == head.run_id;
+           ++j) {
+        pack_rank(&data, b.rank_steps[j]);
+      }
+      Query(db,
+            "INSERT OR IGNORE INTO rank_step_blocks (run_id, step, time_ns, kept_for, ranks, data) "
+            "VALUES (?, ?, ?, ?, ?, ?)")
+          .arg(head.run_id)
+          .arg(head.step)
+          .arg(head.time_ns)
+          .arg(head.kept_for)
+          .arg(static_cast<int64_t>(j - i))
+          .blob(data)
+          .run();
+      i = j;
+    }
+    // One block per node (and reason) of the batch, in time order.
+    std::map<std::pair<std::string_view, std::string_view>, std::vector<const GpuSampleRow*>> by_node;
+    for (const auto& g : b.gpu_samples) by_node[{g.sample.node.str(), g.kept_for}].push_back(&g);
+    for (auto& [key, rows] : by_node) {
+      std::stable_sort(rows.begin(), rows.end(), [](const auto* x, const auto* y) { return x->time_ns < y->time_ns; });
+      data.clear();
+      for (const auto* g : rows) pack_gpu(&data, *g);
+      Query(db,
+            "INSERT OR IGNORE INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data) "
+            "VALUES (?, ?, ?, ?, ?, ?)")
+          .arg_text(key.first)
+          .arg(rows.front()->time_ns)
+          .arg(rows.back()->time_ns)
+          .arg_text(key.second)
+          .arg(static_cast<int64_t>(rows.size()))
+          .blob(data)
+          .run();
+    }
+    auto window = [&](const RankWindowRow& w, const char* sql) {
+      Query(db, sql)
+          .arg(w.run_id)
+          .arg(w.first_step)
+          .arg(w.rank)
+          .arg(w.last_step)
+          .opt_text(w.node)
+          .opt(w.gpu >= 0 ? std::optional<int64_t>(w.gpu) : std::nullopt)
+          .arg(w.steps)
+          .arg(w.work_ms_sum)
+          .arg(w.work_ms_max)
+          .arg(w.step_ms_sum)
+          .arg(w.ratio_sum)
+          .arg(w.comm_ms_sum)
+          .arg(w.comm_n)
+          .arg(w.data_wait_ms_sum)
+          .arg(w.data_wait_n)
+          .arg(w.slowest_count)
+          .run();
+    };
+    for (const auto& w : b.rank_windows) {
+      window(w,
+             "INSERT OR REPLACE INTO rank_windows (run_id, first_step, rank, last_step, node, gpu, steps, work_ms_sum, "
+             "work_ms_max, step_ms_sum, ratio_sum, comm_ms_sum, comm_n, data_wait_ms_sum, data_wait_n, slowest_count) "
+             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    }
+    for (const auto& w : b.rank_window_additions) {
+      window(
+          w,
+          "INSERT INTO rank_windows (run_id, first_step, rank, last_step, node, gpu, steps, work_ms_sum, "
+          "work_ms_max, step_ms_sum, ratio_sum, comm_ms_sum, comm_n, data_wait_ms_sum, data_wait_n, slowest_count) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (run_id, first_step, rank) DO UPDATE "
+          "SET "
+          "steps = steps + excluded.steps, work_ms_sum = work_ms_sum + excluded.work_ms_sum, "
+          "work_ms_max = max(work_ms_max, excluded.work_ms_max), step_ms_sum = step_ms_sum + excluded.step_ms_sum, "
+          "ratio_sum = ratio_sum + excluded.ratio_sum, comm_ms_sum = comm_ms_sum + excluded.comm_ms_sum, "
+          "comm_n = comm_n + excluded.comm_n, data_wait_ms_sum = data_wait_ms_sum + excluded.data_wait_ms_sum, "
+          "data_wait_n = data_wait_n + excluded.data_wait_n, slowest_count = slowest_count + excluded.slowest_count");
+    }
+    // One block per tier, node and bucket. A new block is one insert; a block
+    // already stored (a bucket shown while open, GPUs of the node that closed
+    // it in an earlier batch, or another writer's rows of the node) is read,
+    // merged GPU by GPU and replaced.
+    std::map<std::tuple<int64_t, std::string_view, int64_t>, std::map<int32_t, const GpuRollupRow*>> buckets;
+    for (const auto& r : b.gpu_rollups) buckets[{r.resolution_ns, r.node, r.bucket_ns}][r.gpu] = &r;
+    for (const auto& [key, gpus] : buckets) {
+      const auto& [res, node, bucket] = key;
+      data.clear();
+      for (const auto& [gpu, row] : gpus) pack_rollup(&data, *row);
+      Query(db,
+            "INSERT INTO gpu_rollups (resolution_ns, node, bucket_ns, gpus, data) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING")
+          .arg(res)
+          .arg_text(node)
+          .arg(bucket)
+          .arg(static_cast<int64_t>(gpus.size()))
+          .blob(data)
+          .run();
+      if (db.changes() > 0) continue;
+      std::map<int32_t, GpuRollupRow> merged;
+      {
+        Query old(db, "SELECT gpus, data FROM gpu_rollups WHERE resolution_ns = ? AND node = ? AND bucket_ns = ?");
+        old.arg(res).arg_text(node).arg(bucket);
+        if (old.next()) {
+          std::string_view bytes = old.blob(1);
+          if (bytes.size() != static_cast<size_t>(old.i64(0)) * kRollupRecord) db.fail("corrupt rollup block");
+          const char* p = bytes.data();
+          for (int64_t i = 0; i < old.i64(0); ++i) {
+            GpuRollupRow r = unpack_rollup(p);
+            merged[r.gpu] = r;
+          }
+        }
+      }
+      data.clear();
+      for (const auto& [gpu, row] : gpus) merged[gpu] = *row;
+      for (const auto& [gpu, row] : merged) pack_rollup(&data, row);
+      Query(db, "UPDATE gpu_rollups SET gpus = ?, data = ? WHERE resolution_ns = ? AND node = ? AND bucket_ns = ?")
+          .arg(static_cast<int64_t>(merged.size()))
+          .blob(data)
+          .arg(res)
+          .arg_text(node)
+          .arg(bucket)
+          .run();
+    }
+    for (const auto& r : b.node_rollups) {
+      Query(db,
+            "INSERT OR REPLACE INTO node_rollups (resolution_ns, node, bucket_ns, samples, cpu_avg, cpu_max, "
+            "mem_used_max, net_tx_avg, net_rx_avg, disk_read_avg, disk_write_avg, tcp_retransmits_total, "
+            "rdma_errors_total) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(r.resolution_ns)
+          .arg(r.node)
+          .arg(r.bucket_ns)
+          .arg(r.samples)
+          .opt(r.cpu_pct.mean())
+          .opt(max_of(r.cpu_pct))
+          .opt(max_of(r.mem_used_bytes))
+          .opt(r.net_tx_bps.mean())
+          .opt(r.net_rx_bps.mean())
+          .opt(r.disk_read_bps.mean())
+          .opt(r.disk_write_bps.mean())
+          .arg(r.tcp_retransmits_total)
+          .arg(r.rdma_errors_total)
+          .run();
+    }
+    for (const auto& t : b.prune) {
+      Query(db,
+            "DELETE FROM gpu_rollups WHERE resolution_ns = ?1 AND bucket_ns < "
+            "(SELECT max(bucket_ns) FROM gpu_rollups WHERE resolution_ns = ?1) - ?2")
+          .arg(t.resolution_ns)
+          .arg(t.retention_ns)
+          .run();
+      Query(db,
+            "DELETE FROM node_rollups WHERE resolution_ns = ?1 AND bucket_ns < "
+            "(SELECT max(bucket_ns) FROM node_rollups WHERE resolution_ns = ?1) - ?2")
+          .arg(t.resolution_ns)
+          .arg(t.retention_ns)
+          .run();
+    }
+    tx.commit();
+  }
+
+  std::vector<RankSummary> rank_summaries(const std::string& run_id, StepRange range) override {
+    Query q(*db_,
+            "SELECT rank, max(node), max(gpu), sum(steps), sum(work_ms_sum), max(work_ms_max), sum(step_ms_sum), "
+            "sum(ratio_sum), sum(comm_ms_sum), sum(comm_n), sum(data_wait_ms_sum), sum(data_wait_n), "
+            "sum(slowest_count) FROM rank_windows WHERE run_id = ?1 AND (?2 IS NULL OR last_step >= ?2) "
+            "AND (?3 IS NULL OR first_step <= ?3) GROUP BY rank ORDER BY rank");
+    q.arg(run_id).opt(range.from).opt(range.to);
+    std::vector<RankSummary> out;
+    while (q.next()) {
+      RankSummary s;
+      s.rank = static_cast<int32_t>(q.i64(0));
+      s.node = q.text(1);
+      s.gpu = q.is_null(2) ? -1 : static_cast<int32_t>(q.i64(2));
+      s.steps = q.i64(3);
+      if (s.steps <= 0) continue;
+      double n = static_cast<double>(s.steps);
+      s.work_ms_mean = q.f64(4) / n;
+      s.work_ms_max = q.f64(5);
+      s.step_ms_mean = q.f64(6) / n;
+      s.ratio_mean = q.f64(7) / n;
+      if (q.i64(9) > 0) s.comm_ms_mean = q.f64(8) / static_cast<double>(q.i64(9));
+      if (q.i64(11) > 0) s.data_wait_ms_mean = q.f64(10) / static_cast<double>(q.i64(11));
+      s.slowest_count = q.i64(12);
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  std::vector<RankStepRow> rank_steps(const std::string& run_id, StepRange range, int64_t limit) override {
+    std::map<int32_t, std::string> nodes;
+    {
+      Query a(*db_, "SELECT rank, node FROM rank_allocations WHERE run_id = ? AND node IS NOT NULL");
+      a.arg(run_id);
+      while (a.next()) nodes[static_cast<int32_t>(a.i64(0))] = a.text(1);
+    }
+    Query q(*db_,
+            "SELECT step, time_ns, kept_for, ranks, data FROM rank_step_blocks WHERE run_id = ?1 "
+            "AND (?2 IS NULL OR step >= ?2) AND (?3 IS NULL OR step <= ?3) ORDER BY step");
+    q.arg(run_id).opt(range.from).opt(range.to);
+    std::vector<RankStepRow> out;
+    while (q.next() && static_cast<int64_t>(out.size()) < limit) {
+      std::string_view data = q.blob(4);
+      int64_t n = q.i64(3);
+      if (n < 0 || data.size() != static_cast<size_t>(n) * kRankRecord)
+        throw StoreError("store " + db_->path() + ": corrupt rank block");
+      const char* p = data.data();
+      std::string kept_for = q.text(2);
+      for (int64_t i = 0; i < n && static_cast<int64_t>(out.size()) < limit; ++i) {
+        RankStepRow r = unpack_rank(p);
+        r.run_id = run_id;
+        r.step = q.i64(0);
+        r.time_ns = q.i64(1);
+        r.kept_for = kept_for;
+        if (auto it = nodes.find(r.rank); it != nodes.end()) r.node = it->second;
+        out.push_back(std::move(r));
+      }
+    }
+    return out;
+  }
+
+  std::vector<GpuSampleRow> gpu_samples(const std::vector<std::string>& nodes, int64_t from_ns,
+                                        int64_t to_ns) override {
+    std::vector<GpuSampleRow> out;
+    auto read = [&](Query& q) {
+      while (q.next()) {
+        Symbol node = Symbol::intern(q.text(0));
+        std::string kept_for = q.text(1);
+        std::string_view data = q.blob(3);
+        int64_t n = q.i64(2);
+        if (n < 0 || data.size() != static_cast<size_t>(n) * kGpuRecord)
+          throw StoreError("store " + db_->path() + ": corrupt GPU block");
+        const char* p = data.data();
+        for (int64_t i = 0; i < n; ++i) {
+          GpuSampleRow r = unpack_gpu(p, node, kept_for);
+          if (r.time_ns >= from_ns && r.time_ns <= to_ns) out.push_back(std::move(r));
+        }
+      }
+    };
+    if (nodes.empty()) {
+      Query q(*db_,
+              "SELECT node, kept_for, samples, data FROM gpu_sample_blocks WHERE last_ns >= ? AND first_ns <= ? "
+              "ORDER BY node, first_ns");
+      q.arg(from_ns).arg(to_ns);
+      read(q);
+    }
+    for (const auto& node : nodes) {
+      Query q(*db_,
+              "SELECT node, kept_for, samples, data FROM gpu_sample_blocks WHERE node = ? AND last_ns >= ? "
+              "AND first_ns <= ? ORDER BY first_ns");
+      q.arg(node).arg(from_ns).arg(to_ns);
+      read(q);
+    }
+    return out;
+  }
+
+  std::vector<GpuRollupRow> gpu_rollups(const std::vector<std::string>& nodes, int64_t resolution_ns, int64_t from_ns,
+                                        int64_t to_ns) override {
+    std::vector<GpuRollupRow> out;
+    auto read = [&](Query& q) {
+      while (q.next()) {
+        std::string_view bytes = q.blob(3);
+        int64_t n = q.i64(2);
+        if (n < 0 || bytes.size() != static_cast<size_t>(n) * kRollupRecord) db_->fail("corrupt rollup block");
+        const char* p = bytes.data();
+        for (int64_t i = 0; i < n; ++i) {
+          GpuRollupRow r = unpack_rollup(p);
+          r.node = q.text(0);
+          r.resolution_ns = resolution_ns;
+          r.bucket_ns = q.i64(1);
+          out.push_back(std::move(r));
+        }
+      }
+    };
+    if (nodes.empty()) {
+      Query q(
+          *db_,
+          "SELECT node, bucket_ns, gpus, data FROM gpu_rollups WHERE resolution_ns = ? AND bucket_ns BETWEEN ? AND ? "
+          "ORDER BY node, bucket_ns");
+      q.arg(resolution_ns).arg(from_ns).arg(to_ns);
+      read(q);
+    }
+    for (const auto& node : nodes) {
+      Query q(*db_,
+              "SELECT node, bucket_ns, gpus, data FROM gpu_rollups WHERE resolution_ns = ? AND node = ? "
+              "AND bucket_ns BETWEEN ? AND ? ORDER BY bucket_ns");
+      q.arg(resolution_ns).arg(node).arg(from_ns).arg(to_ns);
+      read(q);
+    }
+    return out;
+  }
+
+  GpuSummary gpu_summary(const std::vector<std::pair<std::string, int32_t>>& gpus, int64_t from_ns,
+                         int64_t to_ns) override {
+    GpuSummary s;
+    std::optional<int64_t> finest;
+    {
+      Query q(*db_, "SELECT min(resolution_ns) FROM gpu_rollups");
+      if (q.next()) finest = q.opt_i64(0);
+    }
+    if (!finest) return s;
+    std::map<std::string, std::set<int32_t>> wanted;
+    for (const auto& [node, gpu] : gpus) wanted[node].insert(gpu);
+    std::vector<std::string> nodes;
+    for (const auto& [node, set] : wanted) nodes.push_back(node);
+    double util_sum = 0;
+    int64_t util_n = 0;
+    std::set<std::pair<std::string, int32_t>> seen;
+    for (const auto& r : gpu_rollups(nodes, *finest, from_ns, to_ns)) {
+      if (!wanted[r.node].count(r.gpu)) continue;
+      seen.insert({r.node, r.gpu});
+      s.samples += r.samples;
+      util_sum += r.util_pct.sum;
+      util_n += r.util_pct.n;
+      if (r.temp_c.n && (!s.temp_max || r.temp_c.max > *s.temp_max)) s.temp_max = r.temp_c.max;
+      if (r.power_w.n && (!s.power_max || r.power_w.max > *s.power_max)) s.power_max = r.power_w.max;
+      if (r.sm_clock_mhz.n && (!s.sm_clock_min || r.sm_clock_mhz.min < *s.sm_clock_min))
+        s.sm_clock_min = r.sm_clock_mhz.min;
+      s.throttle_reasons |= r.throttle_reasons;
+      if (r.xid != 0) s.xid = r.xid;
+    }
+    s.gpus = static_cast<int64_t>(seen.size());
+    if (util_n > 0) s.util_mean = util_sum / static_cast<double>(util_n);
+    return s;
+  }
+
+ private:
+  static std::optional<double> max_of(const Agg& a) { return a.n ? std::optional<double>(a.max) : std::nullopt; }
+  std::shared_ptr<Db> db_;
+};
+
+}  // namespace
+
+Store open_store(const std::string& db_path, const OpenOptions& options) {
+  auto db = open_db(db_path, options);
+  Store s;
+  s.graph = std::make_unique<SqliteRunGraph>(db);
+  s.metrics = std::make_unique<SqliteMetricRows>(db);
+  return s;
+}
+
+int schema_version(const std::string& db_path) {
+  Db db(db_path, OpenMode::kReadOnly);
+  return read_version(db);
+}
+
+}  // namespace runlens::store
