@@ -219,17 +219,11 @@ void BM_EmitLatency(benchmark::State& state) {
   state.counters["p50_ns"] = static_cast<double>(Percentile(corrected, 0.50));
   state.counters["p99_ns"] = static_cast<double>(Percentile(corrected, 0.99));
   state.counters["p999_ns"] = static_cast<double>(Percentile(corrected, 0.999));
-  state.counters["max_ns"] =
-      static_cast<double>(*std::max_element(corrected.begin(), corrected.end()));
+  state.counters["max_ns"] = static_cast<double>(*std::max_element(corrected.begin(), corrected.end()));
   state.counters["calls"] = static_cast<double>(kSamples);
   state.counters["refused"] = static_cast<double>(refused);  // dropped at once (ring full)
 }
-BENCHMARK(BM_EmitLatency)
-    ->ArgName("full")
-    ->Arg(0)
-    ->Arg(1)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_EmitLatency)->ArgName("full")->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // Fixed synthetic work: a dependent chain of multiply-adds the compiler cannot
 // shorten (about 10 µs here).
@@ -300,12 +294,7 @@ void BM_LoopOverhead(benchmark::State& state) {
   state.counters["emits"] = static_cast<double>(kReps) * kIterations;
   state.counters["emits_refused"] = static_cast<double>(refused_in_loop);
 }
-BENCHMARK(BM_LoopOverhead)
-    ->ArgName("saturated")
-    ->Arg(0)
-    ->Arg(1)
-    ->Iterations(1)
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_LoopOverhead)->ArgName("saturated")->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

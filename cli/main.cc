@@ -1,9 +1,9 @@
 // The runlens command line. Exit codes (docs/cli.md):
 //   0 success; 1 runtime failure (I/O, a bug); 2 usage error or invalid
 //   pipeline; 3 `--strict` and the input had dead letters.
-#include <CLI/CLI.hpp>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -13,17 +13,17 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "cli/synth/synth.h"
+#include "connectors/sources/sources.h"
+#include "engine/component_docs.h"
+#include "engine/engine.h"
 #include "formats/capnp_codec.h"
 #include "formats/input_reader.h"
 #include "formats/jsonl_codec.h"
 #include "formats/recording.h"
-#include "connectors/sources/sources.h"
-#include "runtime/params.h"
-#include "engine/component_docs.h"
-#include "engine/engine.h"
 #include "reports/report.h"
+#include "runtime/params.h"
 #include "server/serve.h"
-#include "cli/synth/synth.h"
 
 using namespace runlens;
 
@@ -131,8 +131,10 @@ int record(const std::string& bind, const std::string& connect, const std::strin
   sock.set(zmq::sockopt::linger, 0);
   std::string endpoint = bind.empty() ? connect : bind;
   try {
-    if (!bind.empty()) sock.bind(bind);
-    else sock.connect(connect);
+    if (!bind.empty())
+      sock.bind(bind);
+    else
+      sock.connect(connect);
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "runlens record: cannot %s %s: %s\n", bind.empty() ? "connect to" : "bind", endpoint.c_str(),
                  e.what());
@@ -163,7 +165,8 @@ int record(const std::string& bind, const std::string& connect, const std::strin
     issues.clear();
     if (!capnpc::decode_batch(msg.data(), msg.size(), &rows, &issues, &error)) {
       ++rejected;
-      std::fprintf(stderr, "runlens record: frame %llu not recorded: %s\n", static_cast<unsigned long long>(frames + rejected), error.c_str());
+      std::fprintf(stderr, "runlens record: frame %llu not recorded: %s\n",
+                   static_cast<unsigned long long>(frames + rejected), error.c_str());
       continue;
     }
     std::string bytes(static_cast<const char*>(msg.data()), msg.size());
@@ -253,8 +256,9 @@ int main(int argc, char** argv) {
   std::string run_record;
   run->add_option("--record", run_record, "Also record every frame received to this recording (sets RUNLENS_RECORD)");
   int api_port = -1;
-  run->add_option("--api-port", api_port, "Also serve the query API (docs/api.md) on 127.0.0.1:PORT from the store "
-                                          "the pipeline's timeline sink writes")
+  run->add_option("--api-port", api_port,
+                  "Also serve the query API (docs/api.md) on 127.0.0.1:PORT from the store "
+                  "the pipeline's timeline sink writes")
       ->check(CLI::Range(0, 65535));
 
   // validate / graph / operators
@@ -274,9 +278,11 @@ int main(int argc, char** argv) {
 
   // convert
   std::string conv_in, conv_out;
-  auto* conv = app.add_subcommand("convert", "Convert JSONL <-> recording (output format by extension: .jsonl or other)");
+  auto* conv =
+      app.add_subcommand("convert", "Convert JSONL <-> recording (output format by extension: .jsonl or other)");
   conv->add_option("IN", conv_in, "Input (format by content)")->required();
-  conv->add_option("OUT", conv_out, "Output: *.jsonl for JSONL, anything else (e.g. *.rlrec) for a recording")->required();
+  conv->add_option("OUT", conv_out, "Output: *.jsonl for JSONL, anything else (e.g. *.rlrec) for a recording")
+      ->required();
 
   // synth
   synth::Options so;
@@ -291,7 +297,8 @@ int main(int argc, char** argv) {
   syn->add_option("--seed", so.seed)->capture_default_str();
   syn->add_option("--step-ms", so.step_ms, "Median work time per step")->capture_default_str();
   syn->add_option("--gpu-every", so.gpu_every, "Steps between GPU/node samples (0: none)")->capture_default_str();
-  syn->add_option("--gc-pause-rate", so.gc_pause_rate, "Chance per rank and step of a one-step pause")->capture_default_str();
+  syn->add_option("--gc-pause-rate", so.gc_pause_rate, "Chance per rank and step of a one-step pause")
+      ->capture_default_str();
   syn->add_option("--fault", faults, synth::fault_help() + " (repeatable)");
 
   synth::Identity identity;
@@ -318,8 +325,9 @@ int main(int argc, char** argv) {
   report::ReportOptions report_opts;
   std::string report_format = "text";
   std::vector<std::string> report_inputs;
-  auto* rep = app.add_subcommand("report", "Print a run's failure page (spec section 24) from a store, a replay's "
-                                           "output directory, or telemetry files (replayed first)");
+  auto* rep = app.add_subcommand("report",
+                                 "Print a run's failure page (spec section 24) from a store, a replay's "
+                                 "output directory, or telemetry files (replayed first)");
   rep->add_option("INPUT", report_inputs,
                   "A store, a directory holding runlens.db (e.g. a replay's --out), or telemetry files to replay");
   rep->add_option("--db", report_opts.db_path, "The store (e.g. out/runlens.db)");
@@ -436,8 +444,9 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (*operators) {
-      std::printf("%s", contract ? contract_markdown().c_str()
-                                 : markdown ? operators_markdown().c_str() : operators_text().c_str());
+      std::printf("%s", contract   ? contract_markdown().c_str()
+                        : markdown ? operators_markdown().c_str()
+                                   : operators_text().c_str());
       return kExitOk;
     }
     if (*conv) return convert(conv_in, conv_out);
@@ -496,7 +505,8 @@ int main(int argc, char** argv) {
           pending.clear();
         }
       });
-      if (jsonl_out) std::fclose(f);
+      if (jsonl_out)
+        std::fclose(f);
       else {
         ok &= writer.write(pending, &error);
         ok &= writer.close(&error);
@@ -539,7 +549,8 @@ int main(int argc, char** argv) {
           // Telemetry: replay it through the default pipeline into a scratch store first.
           tmp = (fs::temp_directory_path() / ("runlens-report-" + std::to_string(getpid()))).string();
           fs::create_directories(tmp);
-          std::map<std::string, std::string> rvars{{"RUNLENS_OUT", tmp}, {"RUNLENS_PUBLISH", "ipc://" + tmp + "/alerts"}};
+          std::map<std::string, std::string> rvars{{"RUNLENS_OUT", tmp},
+                                                   {"RUNLENS_PUBLISH", "ipc://" + tmp + "/alerts"}};
           auto spec = load_pipeline("", rvars);
           spec.settings.overflow = runtime::OverflowPolicy::kBlock;
           // The console sink would print every alert before the page: keep the page alone on stdout.
@@ -562,7 +573,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "runlens: %s\n", e.what());
     return kExitUsage;
   } catch (const runtime::InternalError& e) {
-    std::fprintf(stderr, "runlens: %s\nThis is a bug in runlens; please report it with the input that caused it.\n", e.what());
+    std::fprintf(stderr, "runlens: %s\nThis is a bug in runlens; please report it with the input that caused it.\n",
+                 e.what());
     return kExitFailure;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "runlens: %s\n", e.what());

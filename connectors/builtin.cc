@@ -1,8 +1,8 @@
 #include "connectors/builtin.h"
 
 #include "connectors/sinks/sinks.h"
-#include "connectors/sources/sources.h"
 #include "connectors/sinks/timeline/timeline_sink.h"
+#include "connectors/sources/sources.h"
 
 namespace runlens::connectors {
 

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "schema/record.h"
 #include "engine/engine.h"
+#include "schema/record.h"
 
 namespace runlens {
 
@@ -17,7 +17,11 @@ std::string operators_markdown() {
       "Every operator and sink also takes `inputs:` (the components it reads); operators take "
       "`parallelism:` (partitions, default: the thread count). Durations are written `500ms`, `5s`, `2m`, `1h`.\n";
   for (auto role : {runtime::Role::kSource, runtime::Role::kOperator, runtime::Role::kSink}) {
-    md += "\n## " + std::string(role == runtime::Role::kSource ? "Sources" : role == runtime::Role::kOperator ? "Operators" : "Sinks") + "\n";
+    md += "\n## " +
+          std::string(role == runtime::Role::kSource     ? "Sources"
+                      : role == runtime::Role::kOperator ? "Operators"
+                                                         : "Sinks") +
+          "\n";
     for (const auto& t : reg.types()) {
       const auto* info = reg.find(t);
       if (info->role != role) continue;
@@ -34,7 +38,8 @@ std::string operators_markdown() {
           for (const auto& c : p.choices) doc += " `" + c + "`";
           doc += ".";
         }
-        md += "| `" + p.name + "` | " + std::string(runtime::param_type_name(p.type)) + " | " + def + " | " + doc + " |\n";
+        md += "| `" + p.name + "` | " + std::string(runtime::param_type_name(p.type)) + " | " + def + " | " + doc +
+              " |\n";
       }
     }
   }
@@ -51,10 +56,12 @@ std::string operators_text() {
     if (info->accepts) out += "  reads: " + reg.kinds_str(info->accepts) + "\n";
     if (info->emits) out += "  emits: " + reg.kinds_str(info->emits) + "\n";
     for (const auto& p : info->params) {
-      std::snprintf(line, sizeof line, "    %-18s %-16s %-22s %s\n", p.name.c_str(), std::string(runtime::param_type_name(p.type)).c_str(),
-                  p.default_value ? ("default " + (p.default_value->empty() ? std::string("\"\"") : *p.default_value)).c_str()
-                                  : "required",
-                  p.doc.c_str());
+      std::snprintf(line, sizeof line, "    %-18s %-16s %-22s %s\n", p.name.c_str(),
+                    std::string(runtime::param_type_name(p.type)).c_str(),
+                    p.default_value
+                        ? ("default " + (p.default_value->empty() ? std::string("\"\"") : *p.default_value)).c_str()
+                        : "required",
+                    p.doc.c_str());
       out += line;
     }
     out += "\n";
@@ -65,15 +72,24 @@ std::string operators_text() {
 std::string contract_markdown() {
   auto type_name = [](FieldType t) -> std::string {
     switch (t) {
-      case FieldType::kI32: return "int32";
-      case FieldType::kI64: return "int64";
-      case FieldType::kF64: return "number";
-      case FieldType::kBOOL: return "bool";
-      case FieldType::kSYM: return "string";
-      case FieldType::kSTR: return "string";
-      case FieldType::kCONFIG: return "object: string -> number or string";
-      case FieldType::kRANKS: return "list of {rank, node, gpu}";
-      case FieldType::kVALUE: return "number or string";
+      case FieldType::kI32:
+        return "int32";
+      case FieldType::kI64:
+        return "int64";
+      case FieldType::kF64:
+        return "number";
+      case FieldType::kBOOL:
+        return "bool";
+      case FieldType::kSYM:
+        return "string";
+      case FieldType::kSTR:
+        return "string";
+      case FieldType::kCONFIG:
+        return "object: string -> number or string";
+      case FieldType::kRANKS:
+        return "list of {rank, node, gpu}";
+      case FieldType::kVALUE:
+        return "number or string";
     }
     return "?";
   };
@@ -85,7 +101,8 @@ std::string contract_markdown() {
       const FieldInfo& f = b.fields[i];
       std::string camel(f.camel);
       camel[0] = static_cast<char>(std::tolower(camel[0]));
-      md += "| | `" + std::string(f.name) + "` | " + type_name(f.type) + " | " + (f.required ? "yes" : "") + " | `" + camel + "` |\n";
+      md += "| | `" + std::string(f.name) + "` | " + type_name(f.type) + " | " + (f.required ? "yes" : "") + " | `" +
+            camel + "` |\n";
     }
   }
   return md;

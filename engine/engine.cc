@@ -4,10 +4,10 @@
 #include <filesystem>
 
 #include "connectors/builtin.h"
-#include "formats/dead_letter.h"
-#include "formats/jsonl_codec.h"
 #include "connectors/sources/sources.h"
 #include "default_pipeline.h"
+#include "formats/dead_letter.h"
+#include "formats/jsonl_codec.h"
 #include "runtime/executor.h"
 
 namespace runlens {
@@ -49,7 +49,8 @@ void check_operators(const runtime::PipelineSpec& spec) {
 
 runtime::PipelineSpec load_pipeline(const std::string& path, const std::map<std::string, std::string>& vars) {
   auto lookup = runtime::env_lookup(vars);
-  auto spec = path.empty() ? runtime::parse_pipeline_text(default_pipeline_text(), kDefaultPipelineName, builtin_registry(), lookup)
+  auto spec = path.empty() ? runtime::parse_pipeline_text(default_pipeline_text(), kDefaultPipelineName,
+                                                          builtin_registry(), lookup)
                            : runtime::parse_pipeline_file(path, builtin_registry(), lookup);
   check_operators(spec);
   return spec;
@@ -87,7 +88,8 @@ RunSummary Engine::run() {
   const auto& opt = impl_->options;
   const auto& reg = builtin_registry();
 
-  std::string dl_path = spec.settings.dead_letter.empty() ? opt.out_dir + "/dead_letter.jsonl" : spec.settings.dead_letter;
+  std::string dl_path =
+      spec.settings.dead_letter.empty() ? opt.out_dir + "/dead_letter.jsonl" : spec.settings.dead_letter;
   std::error_code ec;
   std::filesystem::remove(dl_path, ec);  // a stale file from an earlier run would mislead
   impl_->dead_letters = std::make_unique<DeadLetterFile>(dl_path);

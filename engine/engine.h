@@ -26,12 +26,12 @@ const std::string& default_pipeline_text();
 runtime::PipelineSpec load_pipeline(const std::string& path, const std::map<std::string, std::string>& vars);
 
 struct EngineOptions {
-  int threads = 0;                          // 0 = hardware concurrency
-  std::vector<std::string> replay_inputs;   // non-empty: replay these instead of the live sources
-  double speed = 0;                         // replay pacing, 0 = max
-  bool progress = false;                    // replay progress bar
-  int64_t batch_size = 0;                   // 0 = the pipeline's setting
-  std::string out_dir = "out";              // RUNLENS_OUT, for the dead-letter default
+  int threads = 0;                         // 0 = hardware concurrency
+  std::vector<std::string> replay_inputs;  // non-empty: replay these instead of the live sources
+  double speed = 0;                        // replay pacing, 0 = max
+  bool progress = false;                   // replay progress bar
+  int64_t batch_size = 0;                  // 0 = the pipeline's setting
+  std::string out_dir = "out";             // RUNLENS_OUT, for the dead-letter default
 };
 
 struct RunSummary {

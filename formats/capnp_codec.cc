@@ -20,16 +20,25 @@ std::string_view view(capnp::Text::Reader t) { return std::string_view(t.begin()
 
 void put_value(wire::Value::Builder b, const Value& v) {
   switch (v.kind) {
-    case Value::Kind::kNone: b.setNone(); break;
-    case Value::Kind::kNumber: b.setNumber(v.number); break;
-    case Value::Kind::kString: b.setText(text(v.text)); break;
+    case Value::Kind::kNone:
+      b.setNone();
+      break;
+    case Value::Kind::kNumber:
+      b.setNumber(v.number);
+      break;
+    case Value::Kind::kString:
+      b.setText(text(v.text));
+      break;
   }
 }
 Value get_value(wire::Value::Reader r) {
   switch (r.which()) {
-    case wire::Value::NUMBER: return Value::of(r.getNumber());
-    case wire::Value::TEXT: return Value::of(std::string(view(r.getText())));
-    default: return Value{};
+    case wire::Value::NUMBER:
+      return Value::of(r.getNumber());
+    case wire::Value::TEXT:
+      return Value::of(std::string(view(r.getText())));
+    default:
+      return Value{};
   }
 }
 void put_config(capnp::List<wire::ConfigEntry>::Builder b, const ConfigMap& m) {
@@ -81,20 +90,20 @@ void get_ranks(capnp::List<wire::RankEntry>::Reader r, RankList* l) {
 #define RUNLENS_REQ_FIELD_(T, name, Camel, req) \
   if (req && !b.has(B::F::name)) return "missing required field '" #name "'";
 
-#define RUNLENS_CAPNP_CODEC_(Type, W, LIST)                                        \
-  void encode_body(const Type& b, wire::W::Builder bld) {                          \
-    using B = Type;                                                                \
-    bld.setPresent(b.present);                                                     \
-    LIST(RUNLENS_ENC_FIELD_)                                                       \
-  }                                                                                \
-  const char* decode_body(wire::W::Reader rd, Type* out) {                         \
-    using B = Type;                                                                \
-    B& b = *out;                                                                   \
-    constexpr uint32_t kKnown = (1u << static_cast<unsigned>(B::F::kCount)) - 1u;  \
-    b.present = rd.getPresent() & kKnown;                                          \
-    LIST(RUNLENS_DEC_FIELD_)                                                       \
-    LIST(RUNLENS_REQ_FIELD_)                                                       \
-    return nullptr;                                                                \
+#define RUNLENS_CAPNP_CODEC_(Type, W, LIST)                                       \
+  void encode_body(const Type& b, wire::W::Builder bld) {                         \
+    using B = Type;                                                               \
+    bld.setPresent(b.present);                                                    \
+    LIST(RUNLENS_ENC_FIELD_)                                                      \
+  }                                                                               \
+  const char* decode_body(wire::W::Reader rd, Type* out) {                        \
+    using B = Type;                                                               \
+    B& b = *out;                                                                  \
+    constexpr uint32_t kKnown = (1u << static_cast<unsigned>(B::F::kCount)) - 1u; \
+    b.present = rd.getPresent() & kKnown;                                         \
+    LIST(RUNLENS_DEC_FIELD_)                                                      \
+    LIST(RUNLENS_REQ_FIELD_)                                                      \
+    return nullptr;                                                               \
   }
 RUNLENS_CAPNP_CODEC_(RunStart, RunStart, RUNLENS_RUN_START_FIELDS)
 RUNLENS_CAPNP_CODEC_(Step, Step, RUNLENS_STEP_FIELDS)
@@ -111,17 +120,38 @@ void encode_event(const Record& r, wire::Event::Builder ev) {
   ev.setTimeNs(r.time_ns);
   if (!r.tenant.empty()) ev.setTenant(text(r.tenant));
   switch (r.kind()) {
-    case Kind::kRunStart: encode_body(r.run_start(), ev.initRunStart()); break;
-    case Kind::kStep: encode_body(r.as<Step>(), ev.initStep()); break;
-    case Kind::kTrain: encode_body(r.as<Train>(), ev.initTrain()); break;
-    case Kind::kGpu: encode_body(r.as<Gpu>(), ev.initGpu()); break;
-    case Kind::kNode: encode_body(r.as<NodeSample>(), ev.initNode()); break;
-    case Kind::kCollective: encode_body(r.as<Collective>(), ev.initCollective()); break;
-    case Kind::kData: encode_body(r.as<DataSample>(), ev.initData()); break;
-    case Kind::kCheckpoint: encode_body(r.as<Checkpoint>(), ev.initCheckpoint()); break;
-    case Kind::kEvent: encode_body(r.as<Occurrence>(), ev.initEvent()); break;
-    case Kind::kRunEnd: encode_body(r.as<RunEnd>(), ev.initRunEnd()); break;
-    default: break;
+    case Kind::kRunStart:
+      encode_body(r.run_start(), ev.initRunStart());
+      break;
+    case Kind::kStep:
+      encode_body(r.as<Step>(), ev.initStep());
+      break;
+    case Kind::kTrain:
+      encode_body(r.as<Train>(), ev.initTrain());
+      break;
+    case Kind::kGpu:
+      encode_body(r.as<Gpu>(), ev.initGpu());
+      break;
+    case Kind::kNode:
+      encode_body(r.as<NodeSample>(), ev.initNode());
+      break;
+    case Kind::kCollective:
+      encode_body(r.as<Collective>(), ev.initCollective());
+      break;
+    case Kind::kData:
+      encode_body(r.as<DataSample>(), ev.initData());
+      break;
+    case Kind::kCheckpoint:
+      encode_body(r.as<Checkpoint>(), ev.initCheckpoint());
+      break;
+    case Kind::kEvent:
+      encode_body(r.as<Occurrence>(), ev.initEvent());
+      break;
+    case Kind::kRunEnd:
+      encode_body(r.as<RunEnd>(), ev.initRunEnd());
+      break;
+    default:
+      break;
   }
 }
 
@@ -143,15 +173,24 @@ const char* decode_event(wire::Event::Reader ev, Record* r) {
       r->body = std::shared_ptr<const RunStart>(std::move(b));
       return err;
     }
-    case wire::Event::STEP: return decode_into<Step>(ev.getStep(), r);
-    case wire::Event::TRAIN: return decode_into<Train>(ev.getTrain(), r);
-    case wire::Event::GPU: return decode_into<Gpu>(ev.getGpu(), r);
-    case wire::Event::NODE: return decode_into<NodeSample>(ev.getNode(), r);
-    case wire::Event::COLLECTIVE: return decode_into<Collective>(ev.getCollective(), r);
-    case wire::Event::DATA: return decode_into<DataSample>(ev.getData(), r);
-    case wire::Event::CHECKPOINT: return decode_into<Checkpoint>(ev.getCheckpoint(), r);
-    case wire::Event::EVENT: return decode_into<Occurrence>(ev.getEvent(), r);
-    case wire::Event::RUN_END: return decode_into<RunEnd>(ev.getRunEnd(), r);
+    case wire::Event::STEP:
+      return decode_into<Step>(ev.getStep(), r);
+    case wire::Event::TRAIN:
+      return decode_into<Train>(ev.getTrain(), r);
+    case wire::Event::GPU:
+      return decode_into<Gpu>(ev.getGpu(), r);
+    case wire::Event::NODE:
+      return decode_into<NodeSample>(ev.getNode(), r);
+    case wire::Event::COLLECTIVE:
+      return decode_into<Collective>(ev.getCollective(), r);
+    case wire::Event::DATA:
+      return decode_into<DataSample>(ev.getData(), r);
+    case wire::Event::CHECKPOINT:
+      return decode_into<Checkpoint>(ev.getCheckpoint(), r);
+    case wire::Event::EVENT:
+      return decode_into<Occurrence>(ev.getEvent(), r);
+    case wire::Event::RUN_END:
+      return decode_into<RunEnd>(ev.getRunEnd(), r);
   }
   return "unknown event type (written by a newer schema?)";
 }

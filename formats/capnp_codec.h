@@ -19,7 +19,7 @@ std::string encode_batch(const Record* rows, size_t n);
 inline std::string encode_batch(const std::vector<Record>& rows) { return encode_batch(rows.data(), rows.size()); }
 
 struct EventIssue {
-  size_t index;        // position of the event in the batch
+  size_t index;  // position of the event in the batch
   std::string reason;
 };
 

@@ -83,8 +83,8 @@ class Bytes {
   std::string buf_;
 };
 
-void dead_letter(runtime::DeadLetterSink& dl, const std::string& component, std::string position,
-                 std::string reason, std::string_view raw) {
+void dead_letter(runtime::DeadLetterSink& dl, const std::string& component, std::string position, std::string reason,
+                 std::string_view raw) {
   runtime::DeadLetter d;
   d.component = component;
   d.position = std::move(position);
@@ -97,8 +97,8 @@ class JsonlReader final : public InputReader {
  public:
   JsonlReader(std::string path, std::unique_ptr<Bytes> bytes) : path_(std::move(path)), bytes_(std::move(bytes)) {}
 
-  bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows,
-            runtime::DeadLetterSink& dl, const std::string& component) override {
+  bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
+            const std::string& component) override {
     const char* d = bytes_->data();
     size_t n = bytes_->size();
     size_t produced = 0;
@@ -152,8 +152,8 @@ class RecordingReader final : public InputReader {
     pos_ = recording::kHeaderBytes;
   }
 
-  bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows,
-            runtime::DeadLetterSink& dl, const std::string& component) override {
+  bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
+            const std::string& component) override {
     const char* d = bytes_->data();
     size_t n = bytes_->size();
     size_t produced = 0;

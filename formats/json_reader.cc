@@ -1,8 +1,8 @@
 #include "formats/json_reader.h"
 
 #include <charconv>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace runlens::json {
@@ -16,12 +16,18 @@ const Value* Value::find(std::string_view key) const {
 
 std::string_view Value::type_name() const {
   switch (type) {
-    case Type::kNull: return "null";
-    case Type::kBool: return "bool";
-    case Type::kNumber: return "number";
-    case Type::kString: return "string";
-    case Type::kArray: return "array";
-    case Type::kObject: return "object";
+    case Type::kNull:
+      return "null";
+    case Type::kBool:
+      return "bool";
+    case Type::kNumber:
+      return "number";
+    case Type::kString:
+      return "string";
+    case Type::kArray:
+      return "array";
+    case Type::kObject:
+      return "object";
   }
   return "?";
 }
@@ -66,23 +72,46 @@ class Parser {
     if (pos_ >= s_.size()) return fail("unexpected end of input");
     char c = s_[pos_];
     switch (c) {
-      case '{': return object(v, depth);
-      case '[': return array(v, depth);
-      case '"': v->type = Value::Type::kString; return string(&v->text);
+      case '{':
+        return object(v, depth);
+      case '[':
+        return array(v, depth);
+      case '"':
+        v->type = Value::Type::kString;
+        return string(&v->text);
       case 't':
-        if (literal("true")) { v->type = Value::Type::kBool; v->boolean = true; return true; }
+        if (literal("true")) {
+          v->type = Value::Type::kBool;
+          v->boolean = true;
+          return true;
+        }
         return fail("invalid literal");
       case 'f':
-        if (literal("false")) { v->type = Value::Type::kBool; v->boolean = false; return true; }
+        if (literal("false")) {
+          v->type = Value::Type::kBool;
+          v->boolean = false;
+          return true;
+        }
         return fail("invalid literal");
       case 'n':
-        if (literal("null")) { v->type = Value::Type::kNull; return true; }
+        if (literal("null")) {
+          v->type = Value::Type::kNull;
+          return true;
+        }
         return fail("invalid literal");
       case 'N':
-        if (literal("NaN")) { v->type = Value::Type::kNumber; v->number = std::numeric_limits<double>::quiet_NaN(); return true; }
+        if (literal("NaN")) {
+          v->type = Value::Type::kNumber;
+          v->number = std::numeric_limits<double>::quiet_NaN();
+          return true;
+        }
         return fail("invalid literal");
       case 'I':
-        if (literal("Infinity")) { v->type = Value::Type::kNumber; v->number = std::numeric_limits<double>::infinity(); return true; }
+        if (literal("Infinity")) {
+          v->type = Value::Type::kNumber;
+          v->number = std::numeric_limits<double>::infinity();
+          return true;
+        }
         return fail("invalid literal");
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return number(v);
@@ -145,7 +174,8 @@ class Parser {
   }
 
   static void put_utf8(std::string* out, uint32_t cp) {
-    if (cp < 0x80) out->push_back(static_cast<char>(cp));
+    if (cp < 0x80)
+      out->push_back(static_cast<char>(cp));
     else if (cp < 0x800) {
       out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
       out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
@@ -167,10 +197,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       char c = s_[pos_++];
       v <<= 4;
-      if (c >= '0' && c <= '9') v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') v |= static_cast<uint32_t>(c - 'A' + 10);
-      else return fail("invalid \\u escape");
+      if (c >= '0' && c <= '9')
+        v |= static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        v |= static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        v |= static_cast<uint32_t>(c - 'A' + 10);
+      else
+        return fail("invalid \\u escape");
     }
     *out = v;
     return true;
@@ -194,14 +228,30 @@ class Parser {
       if (++pos_ >= s_.size()) return fail("unterminated string");
       char e = s_[pos_++];
       switch (e) {
-        case '"': out->push_back('"'); break;
-        case '\\': out->push_back('\\'); break;
-        case '/': out->push_back('/'); break;
-        case 'b': out->push_back('\b'); break;
-        case 'f': out->push_back('\f'); break;
-        case 'n': out->push_back('\n'); break;
-        case 'r': out->push_back('\r'); break;
-        case 't': out->push_back('\t'); break;
+        case '"':
+          out->push_back('"');
+          break;
+        case '\\':
+          out->push_back('\\');
+          break;
+        case '/':
+          out->push_back('/');
+          break;
+        case 'b':
+          out->push_back('\b');
+          break;
+        case 'f':
+          out->push_back('\f');
+          break;
+        case 'n':
+          out->push_back('\n');
+          break;
+        case 'r':
+          out->push_back('\r');
+          break;
+        case 't':
+          out->push_back('\t');
+          break;
         case 'u': {
           uint32_t cp;
           if (!hex4(&cp)) return false;
@@ -215,7 +265,8 @@ class Parser {
           put_utf8(out, cp);
           break;
         }
-        default: return fail("invalid escape in string");
+        default:
+          return fail("invalid escape in string");
       }
     }
   }
@@ -236,8 +287,14 @@ class Parser {
       if (!value(&v->items.back(), depth + 1)) return false;
       skip_ws();
       if (pos_ >= s_.size()) return fail("unterminated array");
-      if (s_[pos_] == ',') { ++pos_; continue; }
-      if (s_[pos_] == ']') { ++pos_; return true; }
+      if (s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (s_[pos_] == ']') {
+        ++pos_;
+        return true;
+      }
       return fail("expected ',' or ']' in array");
     }
   }
@@ -264,8 +321,14 @@ class Parser {
       if (!value(&v->members.back().second, depth + 1)) return false;
       skip_ws();
       if (pos_ >= s_.size()) return fail("unterminated object");
-      if (s_[pos_] == ',') { ++pos_; continue; }
-      if (s_[pos_] == '}') { ++pos_; return true; }
+      if (s_[pos_] == ',') {
+        ++pos_;
+        continue;
+      }
+      if (s_[pos_] == '}') {
+        ++pos_;
+        return true;
+      }
       return fail("expected ',' or '}' in object");
     }
   }

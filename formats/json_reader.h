@@ -20,9 +20,9 @@ struct Value {
   double number = 0;
   bool integral = false;  // written without fraction or exponent and fits int64
   int64_t integer = 0;
-  std::string text;                                     // kString
-  std::vector<Value> items;                             // kArray
-  std::vector<std::pair<std::string, Value>> members;   // kObject, in input order
+  std::string text;                                    // kString
+  std::vector<Value> items;                            // kArray
+  std::vector<std::pair<std::string, Value>> members;  // kObject, in input order
 
   const Value* find(std::string_view key) const;
   std::string_view type_name() const;

@@ -17,10 +17,28 @@ void append_int(std::string* out, int64_t v);
 class Writer {
  public:
   explicit Writer(std::string* out) : out_(out) {}
-  Writer& begin_object() { sep(); out_->push_back('{'); first_ = true; return *this; }
-  Writer& end_object() { out_->push_back('}'); first_ = false; return *this; }
-  Writer& begin_array() { sep(); out_->push_back('['); first_ = true; return *this; }
-  Writer& end_array() { out_->push_back(']'); first_ = false; return *this; }
+  Writer& begin_object() {
+    sep();
+    out_->push_back('{');
+    first_ = true;
+    return *this;
+  }
+  Writer& end_object() {
+    out_->push_back('}');
+    first_ = false;
+    return *this;
+  }
+  Writer& begin_array() {
+    sep();
+    out_->push_back('[');
+    first_ = true;
+    return *this;
+  }
+  Writer& end_array() {
+    out_->push_back(']');
+    first_ = false;
+    return *this;
+  }
   Writer& key(std::string_view k) {
     sep();
     append_escaped(out_, k);
@@ -28,11 +46,31 @@ class Writer {
     after_key_ = true;
     return *this;
   }
-  Writer& str(std::string_view v) { sep(); append_escaped(out_, v); return *this; }
-  Writer& num(double v) { sep(); append_number(out_, v); return *this; }
-  Writer& integer(int64_t v) { sep(); append_int(out_, v); return *this; }
-  Writer& boolean(bool v) { sep(); out_->append(v ? "true" : "false"); return *this; }
-  Writer& null() { sep(); out_->append("null"); return *this; }
+  Writer& str(std::string_view v) {
+    sep();
+    append_escaped(out_, v);
+    return *this;
+  }
+  Writer& num(double v) {
+    sep();
+    append_number(out_, v);
+    return *this;
+  }
+  Writer& integer(int64_t v) {
+    sep();
+    append_int(out_, v);
+    return *this;
+  }
+  Writer& boolean(bool v) {
+    sep();
+    out_->append(v ? "true" : "false");
+    return *this;
+  }
+  Writer& null() {
+    sep();
+    out_->append("null");
+    return *this;
+  }
 
  private:
   void sep() {

@@ -107,27 +107,27 @@ bool decode_RANKS(const Value& v, RankList* out, std::string* why) {
   return true;
 }
 
-#define RUNLENS_DECODE_FIELD_(T, name, Camel, req)                                  \
-  if (key == strip_underscore(#name)) {                                            \
-    if (!decode_##T(v, &b.name, why)) return false;                                \
-    b.set_present(B::F::name);                                                     \
-    return true;                                                                   \
+#define RUNLENS_DECODE_FIELD_(T, name, Camel, req)  \
+  if (key == strip_underscore(#name)) {             \
+    if (!decode_##T(v, &b.name, why)) return false; \
+    b.set_present(B::F::name);                      \
+    return true;                                    \
   }
-#define RUNLENS_REQUIRED_(T, name, Camel, req)                                       \
-  if (req && !b.has(B::F::name)) {                                                   \
-    *why = "missing required field '" + std::string(strip_underscore(#name)) + "'";  \
-    return false;                                                                    \
+#define RUNLENS_REQUIRED_(T, name, Camel, req)                                      \
+  if (req && !b.has(B::F::name)) {                                                  \
+    *why = "missing required field '" + std::string(strip_underscore(#name)) + "'"; \
+    return false;                                                                   \
   }
-#define RUNLENS_CODEC_(Type, LIST)                                                       \
-  bool set_field(Type& b, std::string_view key, const Value& v, std::string* why) {      \
-    using B = Type;                                                                      \
-    LIST(RUNLENS_DECODE_FIELD_)                                                          \
-    return true; /* unknown fields are ignored (forward compatibility) */                \
-  }                                                                                      \
-  bool check_required(const Type& b, std::string* why) {                                 \
-    using B = Type;                                                                      \
-    LIST(RUNLENS_REQUIRED_)                                                              \
-    return true;                                                                         \
+#define RUNLENS_CODEC_(Type, LIST)                                                  \
+  bool set_field(Type& b, std::string_view key, const Value& v, std::string* why) { \
+    using B = Type;                                                                 \
+    LIST(RUNLENS_DECODE_FIELD_)                                                     \
+    return true; /* unknown fields are ignored (forward compatibility) */           \
+  }                                                                                 \
+  bool check_required(const Type& b, std::string* why) {                            \
+    using B = Type;                                                                 \
+    LIST(RUNLENS_REQUIRED_)                                                         \
+    return true;                                                                    \
   }
 RUNLENS_CODEC_(RunStart, RUNLENS_RUN_START_FIELDS)
 RUNLENS_CODEC_(Step, RUNLENS_STEP_FIELDS)
@@ -164,9 +164,12 @@ void enc(json::Writer& w, bool v) { w.boolean(v); }
 void enc(json::Writer& w, Symbol v) { w.str(v.str()); }
 void enc(json::Writer& w, const std::string& v) { w.str(v); }
 void enc(json::Writer& w, const runlens::Value& v) {
-  if (v.kind == runlens::Value::Kind::kNumber) w.num(v.number);
-  else if (v.kind == runlens::Value::Kind::kString) w.str(v.text);
-  else w.null();
+  if (v.kind == runlens::Value::Kind::kNumber)
+    w.num(v.number);
+  else if (v.kind == runlens::Value::Kind::kString)
+    w.str(v.text);
+  else
+    w.null();
 }
 void enc(json::Writer& w, const ConfigMap& m) {
   w.begin_object();
@@ -192,7 +195,7 @@ void enc(json::Writer& w, const RankList& l) {
     w.key(strip_underscore(#name));                \
     enc(w, b.name);                                \
   }
-#define RUNLENS_ENCODER_(Type, LIST)                \
+#define RUNLENS_ENCODER_(Type, LIST)                 \
   void encode_body(json::Writer& w, const Type& b) { \
     using B = Type;                                  \
     LIST(RUNLENS_ENCODE_FIELD_)                      \
@@ -291,12 +294,12 @@ bool decode_record(const json::Value& obj, Record* out, std::string* error) {
       out->body = std::shared_ptr<const RunStart>(std::move(b));
       break;
     }
-#define RUNLENS_CASE_(K, B)                \
-  case Kind::K: {                          \
-    B b;                                   \
-    ok = decode_body(obj, &b, &why);       \
-    out->body = std::move(b);              \
-    break;                                 \
+#define RUNLENS_CASE_(K, B)          \
+  case Kind::K: {                    \
+    B b;                             \
+    ok = decode_body(obj, &b, &why); \
+    out->body = std::move(b);        \
+    break;                           \
   }
       RUNLENS_CASE_(kStep, Step)
       RUNLENS_CASE_(kTrain, Train)
@@ -308,7 +311,8 @@ bool decode_record(const json::Value& obj, Record* out, std::string* error) {
       RUNLENS_CASE_(kEvent, Occurrence)
       RUNLENS_CASE_(kRunEnd, RunEnd)
 #undef RUNLENS_CASE_
-    default: break;
+    default:
+      break;
   }
   if (!ok) *error = "type '" + type->text + "': " + why;
   return ok;
@@ -390,31 +394,60 @@ bool decode_alert(std::string_view line, Alert* a, std::string* error) {
   std::string why;
   for (const auto& [k, f] : v.members) {
     bool ok = true;
-    if (k == "alert_id") ok = decode_STR(f, &a->alert_id, &why);
-    else if (k == "kind") ok = decode_STR(f, &a->kind, &why);
+    if (k == "alert_id")
+      ok = decode_STR(f, &a->alert_id, &why);
+    else if (k == "kind")
+      ok = decode_STR(f, &a->kind, &why);
     else if (k == "severity") {
       std::string s;
       ok = decode_STR(f, &s, &why);
       a->severity = s == "critical" ? Severity::kCritical : (s == "info" ? Severity::kInfo : Severity::kWarning);
-    } else if (k == "time_ns") ok = decode_I64(f, &a->time_ns, &why);
-    else if (k == "tenant") ok = decode_SYM(f, &a->tenant, &why);
-    else if (k == "run_id") ok = decode_SYM(f, &a->run_id, &why);
-    else if (k == "step") { int64_t s; ok = decode_I64(f, &s, &why); a->step = s; }
-    else if (k == "rank") { int32_t s; ok = decode_I32(f, &s, &why); a->rank = s; }
-    else if (k == "node") ok = decode_SYM(f, &a->node, &why);
-    else if (k == "gpu") { int32_t s; ok = decode_I32(f, &s, &why); a->gpu = s; }
-    else if (k == "value") { double d; ok = decode_F64(f, &d, &why); a->value = d; }
-    else if (k == "threshold") { double d; ok = decode_F64(f, &d, &why); a->threshold = d; }
-    else if (k == "summary") ok = decode_STR(f, &a->summary, &why);
-    else if (k == "symptom") ok = decode_STR(f, &a->symptom, &why);
-    else if (k == "cause") ok = decode_STR(f, &a->cause, &why);
-    else if (k == "owner") ok = decode_STR(f, &a->owner, &why);
-    else if (k == "recommendation") ok = decode_STR(f, &a->recommendation, &why);
+    } else if (k == "time_ns")
+      ok = decode_I64(f, &a->time_ns, &why);
+    else if (k == "tenant")
+      ok = decode_SYM(f, &a->tenant, &why);
+    else if (k == "run_id")
+      ok = decode_SYM(f, &a->run_id, &why);
+    else if (k == "step") {
+      int64_t s;
+      ok = decode_I64(f, &s, &why);
+      a->step = s;
+    } else if (k == "rank") {
+      int32_t s;
+      ok = decode_I32(f, &s, &why);
+      a->rank = s;
+    } else if (k == "node")
+      ok = decode_SYM(f, &a->node, &why);
+    else if (k == "gpu") {
+      int32_t s;
+      ok = decode_I32(f, &s, &why);
+      a->gpu = s;
+    } else if (k == "value") {
+      double d;
+      ok = decode_F64(f, &d, &why);
+      a->value = d;
+    } else if (k == "threshold") {
+      double d;
+      ok = decode_F64(f, &d, &why);
+      a->threshold = d;
+    } else if (k == "summary")
+      ok = decode_STR(f, &a->summary, &why);
+    else if (k == "symptom")
+      ok = decode_STR(f, &a->symptom, &why);
+    else if (k == "cause")
+      ok = decode_STR(f, &a->cause, &why);
+    else if (k == "owner")
+      ok = decode_STR(f, &a->owner, &why);
+    else if (k == "recommendation")
+      ok = decode_STR(f, &a->recommendation, &why);
     else if (k == "evidence" && f.type == JT::kArray) {
       for (const auto& e : f.items) {
         Evidence ev;
         if (const Value* x = e.find("kind")) decode_STR(*x, &ev.kind, &why);
-        if (const Value* x = e.find("step")) { int64_t s; if (decode_I64(*x, &s, &why)) ev.step = s; }
+        if (const Value* x = e.find("step")) {
+          int64_t s;
+          if (decode_I64(*x, &s, &why)) ev.step = s;
+        }
         if (const Value* x = e.find("detail")) decode_STR(*x, &ev.detail, &why);
         a->evidence.push_back(std::move(ev));
       }

@@ -61,7 +61,8 @@ bool Writer::write_encoded(const std::string& message, uint32_t event_count, std
   put_u32(h + 4, static_cast<uint32_t>(message.size()));
   put_u32(h + 8, crc32c(message.data(), message.size()));
   put_u32(h + 12, event_count);
-  if (std::fwrite(h, 1, sizeof h, f_) != sizeof h || std::fwrite(message.data(), 1, message.size(), f_) != message.size()) {
+  if (std::fwrite(h, 1, sizeof h, f_) != sizeof h ||
+      std::fwrite(message.data(), 1, message.size(), f_) != message.size()) {
     *error = "cannot write " + path_ + ": " + std::strerror(errno);
     return false;
   }

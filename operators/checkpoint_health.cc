@@ -35,9 +35,14 @@ class CheckpointHealth final : public Operator {
       case Kind::kEvent:
         if (r.as<Occurrence>().kind == kRestart) runs_[r.as<Occurrence>().run_id].window_start = r.time_ns;
         break;
-      case Kind::kRunEnd: runs_.erase(r.as<RunEnd>().run_id); break;
-      case Kind::kCheckpoint: on_checkpoint(r, out); break;
-      default: break;
+      case Kind::kRunEnd:
+        runs_.erase(r.as<RunEnd>().run_id);
+        break;
+      case Kind::kCheckpoint:
+        on_checkpoint(r, out);
+        break;
+      default:
+        break;
     }
   }
 
@@ -140,7 +145,13 @@ void RegisterCheckpointHealth(Registry& registry) {
       "and age), and `checkpoint_overhead` when checkpoint_overhead = duration_ms / the time since the previous "
       "checkpoint is at or above `overhead_threshold` for `persist_k` checkpoints in a row.";
   info.params = {
-      {"overhead_threshold", ParamType::kDouble, "0.1", "Checkpoint time / training window at or above which a checkpoint counts as slow.", {}, 0, 1},
+      {"overhead_threshold",
+       ParamType::kDouble,
+       "0.1",
+       "Checkpoint time / training window at or above which a checkpoint counts as slow.",
+       {},
+       0,
+       1},
       {"persist_k", ParamType::kInt, "2", "Slow checkpoints in a row needed to raise checkpoint_overhead.", {}, 1, 1e6},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kCheckpoint) | mask(Kind::kEvent) | mask(Kind::kRunEnd);

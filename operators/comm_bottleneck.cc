@@ -29,7 +29,9 @@ class CommBottleneck final : public Operator {
   void process(const Record& r, Emitter& out) override {
     static const Symbol kRestart = Symbol::intern("restart");
     switch (r.kind()) {
-      case Kind::kStepRecord: on_step(r, out); break;
+      case Kind::kStepRecord:
+        on_step(r, out);
+        break;
       case Kind::kCollective: {
         const Collective& c = r.as<Collective>();
         if (!c.has(Collective::F::step) || !std::isfinite(c.latency_ms)) break;
@@ -42,8 +44,11 @@ class CommBottleneck final : public Operator {
       case Kind::kEvent:
         if (r.as<Occurrence>().kind == kRestart) runs_.erase(r.as<Occurrence>().run_id);
         break;
-      case Kind::kRunEnd: runs_.erase(r.as<RunEnd>().run_id); break;
-      default: break;
+      case Kind::kRunEnd:
+        runs_.erase(r.as<RunEnd>().run_id);
+        break;
+      default:
+        break;
     }
   }
 
@@ -120,9 +125,21 @@ void RegisterCommBottleneck(Registry& registry) {
       "`ratio_threshold` in `persist_k` of the last `persist_n` steps, with the mean collective latency from "
       "`collective` events where present.";
   info.params = {
-      {"ratio_threshold", ParamType::kDouble, "0.25", "Least communication_ratio over ranks at or above which a step counts as communication-bound.", {}, 0, 1},
+      {"ratio_threshold",
+       ParamType::kDouble,
+       "0.25",
+       "Least communication_ratio over ranks at or above which a step counts as communication-bound.",
+       {},
+       0,
+       1},
       {"persist_k", ParamType::kInt, "3", "Communication-bound steps needed within the window.", {}, 1, 1e6},
-      {"persist_n", ParamType::kInt, "5", "Window length in steps; also the steps without that re-arm the run.", {}, 1, 1e6},
+      {"persist_n",
+       ParamType::kInt,
+       "5",
+       "Window length in steps; also the steps without that re-arm the run.",
+       {},
+       1,
+       1e6},
   };
   info.accepts = mask(Kind::kStepRecord) | mask(Kind::kCollective) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);

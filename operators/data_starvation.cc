@@ -31,7 +31,9 @@ class DataStarvation final : public Operator {
   void process(const Record& r, Emitter& out) override {
     static const Symbol kRestart = Symbol::intern("restart");
     switch (r.kind()) {
-      case Kind::kStepRecord: on_step(r, out); break;
+      case Kind::kStepRecord:
+        on_step(r, out);
+        break;
       case Kind::kData: {
         const DataSample& d = r.as<DataSample>();
         if (d.rank < 0 || d.rank >= (1 << 20)) break;
@@ -46,8 +48,11 @@ class DataStarvation final : public Operator {
       case Kind::kEvent:
         if (r.as<Occurrence>().kind == kRestart) runs_.erase(r.as<Occurrence>().run_id);
         break;
-      case Kind::kRunEnd: runs_.erase(r.as<RunEnd>().run_id); break;
-      default: break;
+      case Kind::kRunEnd:
+        runs_.erase(r.as<RunEnd>().run_id);
+        break;
+      default:
+        break;
     }
   }
 
@@ -178,10 +183,28 @@ void RegisterDataStarvation(Registry& registry) {
       "ranks (the worst with node and GPU) and, from `data` events, the dataset shard it reads and whether its "
       "storage reads are slow against the other ranks'.";
   info.params = {
-      {"ratio_threshold", ParamType::kDouble, "0.1", "data_wait_ms / step_ms of a rank at or above which the step counts as starved.", {}, 0, 1},
+      {"ratio_threshold",
+       ParamType::kDouble,
+       "0.1",
+       "data_wait_ms / step_ms of a rank at or above which the step counts as starved.",
+       {},
+       0,
+       1},
       {"persist_k", ParamType::kInt, "3", "Starved steps needed within the window.", {}, 1, 1e6},
-      {"persist_n", ParamType::kInt, "5", "Window length in steps; also the steps without that re-arm the run.", {}, 1, 1e6},
-      {"slow_storage_factor", ParamType::kDouble, "2", "A rank's storage_read_ms this many times the run's median names its shard as slow.", {}, 1, std::nullopt},
+      {"persist_n",
+       ParamType::kInt,
+       "5",
+       "Window length in steps; also the steps without that re-arm the run.",
+       {},
+       1,
+       1e6},
+      {"slow_storage_factor",
+       ParamType::kDouble,
+       "2",
+       "A rank's storage_read_ms this many times the run's median names its shard as slow.",
+       {},
+       1,
+       std::nullopt},
   };
   info.accepts = mask(Kind::kStepRecord) | mask(Kind::kData) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);

@@ -20,22 +20,35 @@ constexpr size_t kMinClockBaseline = 3;
 // What a few well-known XID codes mean (NVIDIA's XID catalogue), for summaries.
 const char* xid_meaning(int64_t code) {
   switch (code) {
-    case 13: return "graphics engine exception";
-    case 31: return "GPU memory page fault";
-    case 43: return "GPU stopped processing";
-    case 48: return "double-bit ECC error";
+    case 13:
+      return "graphics engine exception";
+    case 31:
+      return "GPU memory page fault";
+    case 43:
+      return "GPU stopped processing";
+    case 48:
+      return "double-bit ECC error";
     case 61:
-    case 62: return "internal micro-controller error";
+    case 62:
+      return "internal micro-controller error";
     case 63:
-    case 64: return "ECC page retirement";
-    case 74: return "NVLink error";
-    case 79: return "GPU has fallen off the bus";
-    case 92: return "high single-bit ECC error rate";
-    case 94: return "contained ECC error";
-    case 95: return "uncontained ECC error";
+    case 64:
+      return "ECC page retirement";
+    case 74:
+      return "NVLink error";
+    case 79:
+      return "GPU has fallen off the bus";
+    case 92:
+      return "high single-bit ECC error rate";
+    case 94:
+      return "contained ECC error";
+    case 95:
+      return "uncontained ECC error";
     case 119:
-    case 120: return "GSP error";
-    default: return nullptr;
+    case 120:
+      return "GSP error";
+    default:
+      return nullptr;
   }
 }
 
@@ -70,15 +83,24 @@ class GpuHealth final : public Operator {
 
   void process(const Record& r, Emitter& out) override {
     switch (r.kind()) {
-      case Kind::kRunStart: placement_.on_run_start(r.run_start()); break;
+      case Kind::kRunStart:
+        placement_.on_run_start(r.run_start());
+        break;
       case Kind::kRunEnd:
         placement_.on_run_end(r.as<RunEnd>().run_id);
         steps_.erase(r.as<RunEnd>().run_id);
         break;
-      case Kind::kStepRecord: on_step(r.step_record()); break;
-      case Kind::kGpu: on_sample(r, out); break;
-      case Kind::kEvent: on_event(r, out); break;
-      default: break;
+      case Kind::kStepRecord:
+        on_step(r.step_record());
+        break;
+      case Kind::kGpu:
+        on_sample(r, out);
+        break;
+      case Kind::kEvent:
+        on_event(r, out);
+        break;
+      default:
+        break;
     }
   }
 
@@ -133,9 +155,9 @@ class GpuHealth final : public Operator {
 
     if (st.thermal.observe(seq, thermal, r.time_ns)) {
       Alert a = base_alert("thermal_throttle", Severity::kWarning, r, g.node, g.gpu, st.thermal.onset_tag());
-      std::string why = (tr & kThrottleHwThermal) ? "hardware thermal slowdown"
+      std::string why = (tr & kThrottleHwThermal)   ? "hardware thermal slowdown"
                         : (tr & kThrottleSwThermal) ? "software thermal slowdown"
-                                                     : "temperature at or above " + fmt_num(o_.temp_threshold_c) + " C";
+                                                    : "temperature at or above " + fmt_num(o_.temp_threshold_c) + " C";
       if (g.has(Gpu::F::temp_c)) a.value = g.temp_c;
       a.threshold = o_.temp_threshold_c;
       a.summary = "THERMAL THROTTLING: " + who(a) + ": " + why + readings(g, base) + " in " +
@@ -146,8 +168,8 @@ class GpuHealth final : public Operator {
     if (st.power.observe(seq, power, r.time_ns)) {
       Alert a = base_alert("power_throttle", Severity::kWarning, r, g.node, g.gpu, st.power.onset_tag());
       std::string why = (tr & kThrottleHwPowerBrake) ? "hardware power brake"
-                        : (tr & kThrottleHwSlowdown)  ? "hardware slowdown without a thermal reason"
-                                                      : "power cap holding the clock down";
+                        : (tr & kThrottleHwSlowdown) ? "hardware slowdown without a thermal reason"
+                                                     : "power cap holding the clock down";
       if (g.has(Gpu::F::power_w)) a.value = g.power_w;
       if (g.has(Gpu::F::power_limit_w)) a.threshold = g.power_limit_w;
       a.summary = "POWER THROTTLING: " + who(a) + ": " + why + readings(g, base) + " in " +
@@ -186,8 +208,8 @@ class GpuHealth final : public Operator {
             Severity::kCritical, "UNCORRECTED ECC ERRORS", "ecc_dbe_total", r, g, out);
     counter(st.nvlink, g.has(Gpu::F::nvlink_errors_total), g.nvlink_errors_total, o_.nvlink_min_increase,
             "nvlink_error", Severity::kWarning, "NVLINK ERRORS", "nvlink_errors_total", r, g, out);
-    counter(st.pcie, g.has(Gpu::F::pcie_replay_total), g.pcie_replay_total, o_.pcie_replay_min_increase,
-            "pcie_replay", Severity::kWarning, "PCIE REPLAYS", "pcie_replay_total", r, g, out);
+    counter(st.pcie, g.has(Gpu::F::pcie_replay_total), g.pcie_replay_total, o_.pcie_replay_min_increase, "pcie_replay",
+            Severity::kWarning, "PCIE REPLAYS", "pcie_replay_total", r, g, out);
   }
 
   void on_event(const Record& r, Emitter& out) {
@@ -331,14 +353,16 @@ class GpuHealthDef final : public OperatorDef {
   std::optional<uint64_t> key(const Record& r) const override {
     static const Symbol kXid = Symbol::intern("xid");
     switch (r.kind()) {
-      case Kind::kGpu: return node_key(r.as<Gpu>().node);
+      case Kind::kGpu:
+        return node_key(r.as<Gpu>().node);
       case Kind::kEvent: {
         const Occurrence& e = r.as<Occurrence>();
         if (!e.node.empty()) return node_key(e.node);
         if (e.kind == kXid) return std::nullopt;  // resolved through the rank map by every partition
         return 0;
       }
-      default: return std::nullopt;  // run_start, run_end, step records: every partition
+      default:
+        return std::nullopt;  // run_start, run_end, step records: every partition
     }
   }
   std::unique_ptr<Operator> open(const runtime::OperatorContext& ctx) const override {
@@ -371,21 +395,93 @@ void RegisterGpuHealth(Registry& registry) {
       "totals rise (a total that goes down is a counter reset). Partitioned by node; names the run and rank on "
       "the GPU from run_start.";
   info.params = {
-      {"temp_threshold", ParamType::kDouble, "88", "GPU temperature (C) at or above which a sample counts as thermal throttling.", {}, 0, 200},
-      {"clock_drop", ParamType::kDouble, "0.15", "Fraction below the GPU's own recent SM clock that counts as a clock drop.", {}, 0.01, 0.99},
-      {"clock_window", ParamType::kInt, "10", "Busy, unthrottled samples in the GPU's clock baseline (median).", {}, 3, 10000},
-      {"min_util", ParamType::kDouble, "50", "GPU utilization (%) below which the clock is not judged (idle GPUs clock down).", {}, 0, 100},
-      {"min_headroom", ParamType::kDouble, "0.02", "memory_headroom (1 - used / total) below which a sample counts as memory pressure.", {}, 0, 1},
-      {"persist_k", ParamType::kInt, "2", "Samples of a GPU that must show throttling, a low clock or memory pressure within the window.", {}, 1, 1e6},
-      {"persist_n", ParamType::kInt, "3", "Window length in samples of that GPU; also the samples without that re-arm it.", {}, 1, 1e6},
-      {"xid_dedupe", ParamType::kDuration, "5m", "The same XID code on the same GPU within this time is one incident.", {}, 0, std::nullopt},
-      {"ecc_dbe_min_increase", ParamType::kInt, "1", "Rise of ecc_dbe_total between two samples that raises ecc_uncorrected.", {}, 1, std::nullopt},
-      {"nvlink_min_increase", ParamType::kInt, "1", "Rise of nvlink_errors_total between two samples that raises nvlink_error.", {}, 1, std::nullopt},
-      {"pcie_replay_min_increase", ParamType::kInt, "8", "Rise of pcie_replay_total between two samples that raises pcie_replay (a few replays are normal).", {}, 1, std::nullopt},
-      {"rearm_samples", ParamType::kInt, "10", "Samples without a counter increase after which that counter can alert again.", {}, 1, std::nullopt},
+      {"temp_threshold",
+       ParamType::kDouble,
+       "88",
+       "GPU temperature (C) at or above which a sample counts as thermal throttling.",
+       {},
+       0,
+       200},
+      {"clock_drop",
+       ParamType::kDouble,
+       "0.15",
+       "Fraction below the GPU's own recent SM clock that counts as a clock drop.",
+       {},
+       0.01,
+       0.99},
+      {"clock_window",
+       ParamType::kInt,
+       "10",
+       "Busy, unthrottled samples in the GPU's clock baseline (median).",
+       {},
+       3,
+       10000},
+      {"min_util",
+       ParamType::kDouble,
+       "50",
+       "GPU utilization (%) below which the clock is not judged (idle GPUs clock down).",
+       {},
+       0,
+       100},
+      {"min_headroom",
+       ParamType::kDouble,
+       "0.02",
+       "memory_headroom (1 - used / total) below which a sample counts as memory pressure.",
+       {},
+       0,
+       1},
+      {"persist_k",
+       ParamType::kInt,
+       "2",
+       "Samples of a GPU that must show throttling, a low clock or memory pressure within the window.",
+       {},
+       1,
+       1e6},
+      {"persist_n",
+       ParamType::kInt,
+       "3",
+       "Window length in samples of that GPU; also the samples without that re-arm it.",
+       {},
+       1,
+       1e6},
+      {"xid_dedupe",
+       ParamType::kDuration,
+       "5m",
+       "The same XID code on the same GPU within this time is one incident.",
+       {},
+       0,
+       std::nullopt},
+      {"ecc_dbe_min_increase",
+       ParamType::kInt,
+       "1",
+       "Rise of ecc_dbe_total between two samples that raises ecc_uncorrected.",
+       {},
+       1,
+       std::nullopt},
+      {"nvlink_min_increase",
+       ParamType::kInt,
+       "1",
+       "Rise of nvlink_errors_total between two samples that raises nvlink_error.",
+       {},
+       1,
+       std::nullopt},
+      {"pcie_replay_min_increase",
+       ParamType::kInt,
+       "8",
+       "Rise of pcie_replay_total between two samples that raises pcie_replay (a few replays are normal).",
+       {},
+       1,
+       std::nullopt},
+      {"rearm_samples",
+       ParamType::kInt,
+       "10",
+       "Samples without a counter increase after which that counter can alert again.",
+       {},
+       1,
+       std::nullopt},
   };
-  info.accepts = mask(Kind::kRunStart) | mask(Kind::kGpu) | mask(Kind::kEvent) | mask(Kind::kRunEnd) |
-                 mask(Kind::kStepRecord);
+  info.accepts =
+      mask(Kind::kRunStart) | mask(Kind::kGpu) | mask(Kind::kEvent) | mask(Kind::kRunEnd) | mask(Kind::kStepRecord);
   info.emits = mask(Kind::kAlert);
   registry.add_operator(std::move(info), [](const BuildContext& ctx) {
     GpuHealthOptions o;

@@ -23,7 +23,9 @@ class HostBottleneck final : public Operator {
 
   void process(const Record& r, Emitter& out) override {
     switch (r.kind()) {
-      case Kind::kRunStart: placement_.on_run_start(r.run_start()); break;
+      case Kind::kRunStart:
+        placement_.on_run_start(r.run_start());
+        break;
       case Kind::kRunEnd: {
         Symbol run = r.as<RunEnd>().run_id;
         if (const auto* nodes = placement_.nodes_of(run)) {
@@ -37,8 +39,11 @@ class HostBottleneck final : public Operator {
         if (n.has(NodeSample::F::cpu_pct) && std::isfinite(n.cpu_pct)) cpu_[n.node] = NodeCpu{n.cpu_pct, r.time_ns};
         break;
       }
-      case Kind::kStepRecord: on_step(r, out); break;
-      default: break;
+      case Kind::kStepRecord:
+        on_step(r, out);
+        break;
+      default:
+        break;
     }
   }
 
@@ -129,8 +134,8 @@ class HostBottleneckDef final : public OperatorDef {
     return std::make_unique<HostBottleneck>(o_, ctx);
   }
   std::string describe() const override {
-    return "cpu_threshold=" + fmt_num(o_.cpu_threshold_pct, "%g") + " data_wait_ratio=" +
-           fmt_num(o_.data_wait_ratio, "%g") + " persist=" + std::to_string(o_.persist_k) + "/" +
+    return "cpu_threshold=" + fmt_num(o_.cpu_threshold_pct, "%g") +
+           " data_wait_ratio=" + fmt_num(o_.data_wait_ratio, "%g") + " persist=" + std::to_string(o_.persist_k) + "/" +
            std::to_string(o_.persist_n);
   }
 
@@ -153,11 +158,35 @@ void RegisterHostBottleneck(Registry& registry) {
       "wait for data (mean data_wait_ms / step_ms at or above `data_wait_ratio`) in `persist_k` of the last "
       "`persist_n` steps, naming the node and its most data-starved rank. Partitioned by node.";
   info.params = {
-      {"cpu_threshold", ParamType::kDouble, "90", "Node CPU utilization (%) at or above which the host counts as saturated.", {}, 0, 100},
-      {"data_wait_ratio", ParamType::kDouble, "0.1", "Mean data_wait_ms / step_ms of the node's ranks at or above which they count as waiting for data.", {}, 0, 1},
-      {"max_sample_age", ParamType::kDuration, "60s", "A node sample older than this (event time) no longer describes the node.", {}, 0, std::nullopt},
+      {"cpu_threshold",
+       ParamType::kDouble,
+       "90",
+       "Node CPU utilization (%) at or above which the host counts as saturated.",
+       {},
+       0,
+       100},
+      {"data_wait_ratio",
+       ParamType::kDouble,
+       "0.1",
+       "Mean data_wait_ms / step_ms of the node's ranks at or above which they count as waiting for data.",
+       {},
+       0,
+       1},
+      {"max_sample_age",
+       ParamType::kDuration,
+       "60s",
+       "A node sample older than this (event time) no longer describes the node.",
+       {},
+       0,
+       std::nullopt},
       {"persist_k", ParamType::kInt, "3", "Steps within the window that must be host-bound.", {}, 1, 1e6},
-      {"persist_n", ParamType::kInt, "5", "Window length in steps; also the steps without that re-arm the node.", {}, 1, 1e6},
+      {"persist_n",
+       ParamType::kInt,
+       "5",
+       "Window length in steps; also the steps without that re-arm the node.",
+       {},
+       1,
+       1e6},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kNode) | mask(Kind::kRunEnd) | mask(Kind::kStepRecord);
   info.emits = mask(Kind::kAlert);

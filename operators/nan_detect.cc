@@ -54,8 +54,10 @@ class NanDetect final : public Operator {
         if (e.kind == kRestart) runs_[e.run_id].raised = false;
         return;
       }
-      case Kind::kTrain: break;
-      default: return;
+      case Kind::kTrain:
+        break;
+      default:
+        return;
     }
     const Train& t = r.as<Train>();
     RunState& st = runs_[t.run_id];
@@ -88,8 +90,10 @@ class NanDetect final : public Operator {
         if (p->gpu >= 0) a.gpu = p->gpu;
       }
     }
-    if (t.has(Train::F::loss)) a.value = t.loss;
-    else if (t.has(Train::F::grad_norm)) a.value = t.grad_norm;
+    if (t.has(Train::F::loss))
+      a.value = t.loss;
+    else if (t.has(Train::F::grad_norm))
+      a.value = t.grad_norm;
     a.summary = "non-finite training values at step " + std::to_string(t.step) + " (" + why + ")";
     if (t.has(Train::F::loss)) a.attrs.push_back({"loss", t.loss});
     if (t.has(Train::F::grad_norm)) a.attrs.push_back({"grad_norm", t.grad_norm});
@@ -120,8 +124,13 @@ void RegisterNanDetect(Registry& registry) {
       "Raises `nan_loss` (critical) at the step of a train event whose loss or grad_norm is NaN or Inf, or whose "
       "nan_count or inf_count is above 0; once per incident and run.";
   info.params = {
-      {"rearm_steps", ParamType::kInt, "100",
-       "Steps without non-finite values after which a run can raise nan_loss again.", {}, 1, std::nullopt},
+      {"rearm_steps",
+       ParamType::kInt,
+       "100",
+       "Steps without non-finite values after which a run can raise nan_loss again.",
+       {},
+       1,
+       std::nullopt},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kTrain) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);

@@ -20,8 +20,8 @@ struct DataSeen {
 struct RunState {
   std::shared_ptr<const RunInfo> info;
   std::deque<std::shared_ptr<const StepRecord>> history;  // the last joined steps, oldest first
-  std::vector<std::array<DataSeen, 2>> data;                // by rank: its last two data events with a shard
-  std::set<std::pair<int32_t, int64_t>> raised;             // (rank, step)
+  std::vector<std::array<DataSeen, 2>> data;              // by rank: its last two data events with a shard
+  std::set<std::pair<int32_t, int64_t>> raised;           // (rank, step)
 };
 
 double median_of(std::vector<double> v) {
@@ -38,8 +38,12 @@ class OomDetect final : public Operator {
   void process(const Record& r, Emitter& out) override {
     static const Symbol kOom = Symbol::intern("oom"), kRestart = Symbol::intern("restart");
     switch (r.kind()) {
-      case Kind::kRunStart: runs_[r.run_start().run_id].info = RunInfo::from(r.run_start()); break;
-      case Kind::kRunEnd: runs_.erase(r.as<RunEnd>().run_id); break;
+      case Kind::kRunStart:
+        runs_[r.run_start().run_id].info = RunInfo::from(r.run_start());
+        break;
+      case Kind::kRunEnd:
+        runs_.erase(r.as<RunEnd>().run_id);
+        break;
       case Kind::kStepRecord: {
         auto rec = std::get<std::shared_ptr<const StepRecord>>(r.body);
         RunState& st = runs_[rec->run_id];
@@ -59,7 +63,8 @@ class OomDetect final : public Operator {
       }
       case Kind::kEvent: {
         const Occurrence& e = r.as<Occurrence>();
-        if (e.kind == kOom) on_oom(r, e, out);
+        if (e.kind == kOom)
+          on_oom(r, e, out);
         else if (e.kind == kRestart) {
           // Step numbers may repeat after a restart: forget the history, keep the rank map.
           auto it = runs_.find(e.run_id);
@@ -67,7 +72,8 @@ class OomDetect final : public Operator {
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
   }
 
@@ -90,8 +96,10 @@ class OomDetect final : public Operator {
       }
     }
     std::optional<int64_t> step;
-    if (e.has(Occurrence::F::step)) step = e.step;
-    else if (!mine.empty()) step = mine.front()->step + 1;
+    if (e.has(Occurrence::F::step))
+      step = e.step;
+    else if (!mine.empty())
+      step = mine.front()->step + 1;
     if (rank && step && !st.raised.insert({*rank, *step}).second) return;
 
     Alert a;
@@ -195,10 +203,16 @@ void RegisterOomDetect(Registry& registry) {
       "(from the rank's data event for that step) and the rank's latest sequence length and peak memory against "
       "their medians over its last joined steps.";
   info.params = {
-      {"history_steps", ParamType::kInt, "16", "Joined steps of a run kept to describe a rank's recent memory and sequence lengths.", {}, 1, 1e5},
+      {"history_steps",
+       ParamType::kInt,
+       "16",
+       "Joined steps of a run kept to describe a rank's recent memory and sequence lengths.",
+       {},
+       1,
+       1e5},
   };
-  info.accepts = mask(Kind::kRunStart) | mask(Kind::kStepRecord) | mask(Kind::kData) | mask(Kind::kEvent) |
-                 mask(Kind::kRunEnd);
+  info.accepts =
+      mask(Kind::kRunStart) | mask(Kind::kStepRecord) | mask(Kind::kData) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);
   registry.add_operator(std::move(info), [](const BuildContext& ctx) {
     OomDetectOptions o;

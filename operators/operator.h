@@ -14,12 +14,12 @@
 namespace runlens::ops {
 
 using runlens::Emitter;
-using runlens::Operator;
-using runlens::OperatorDef;
-using runlens::Registry;
 using runlens::kAllContractKinds;
 using runlens::kind_names;
 using runlens::mask;
+using runlens::Operator;
+using runlens::OperatorDef;
+using runlens::Registry;
 using runtime::BuildContext;
 using runtime::ComponentInfo;
 using runtime::ParamSpec;

@@ -31,8 +31,8 @@ std::string locate_rank(Alert& a, const RunInfo* run, int32_t rank) {
 const Step* rank_report(const StepRecord& rec, int32_t rank) {
   if (rank >= 0 && static_cast<size_t>(rank) < rec.ranks.size() && rec.ranks[rank].rank == rank)
     return &rec.ranks[rank];
-  auto it = std::lower_bound(rec.ranks.begin(), rec.ranks.end(), rank,
-                             [](const Step& s, int32_t r) { return s.rank < r; });
+  auto it =
+      std::lower_bound(rec.ranks.begin(), rec.ranks.end(), rank, [](const Step& s, int32_t r) { return s.rank < r; });
   return it != rec.ranks.end() && it->rank == rank ? &*it : nullptr;
 }
 

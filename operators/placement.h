@@ -65,8 +65,8 @@ class NodePlacement {
  private:
   struct RunNodes {
     std::shared_ptr<const RunInfo> info;
-    std::vector<Symbol> nodes;                                 // owned, sorted by text
-    std::unordered_map<Symbol, std::vector<int32_t>> ranks;    // owned node -> ranks
+    std::vector<Symbol> nodes;                               // owned, sorted by text
+    std::unordered_map<Symbol, std::vector<int32_t>> ranks;  // owned node -> ranks
   };
   int partition_, partitions_;
   std::unordered_map<Symbol, RunNodes> runs_;

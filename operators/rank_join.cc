@@ -1,11 +1,11 @@
 #include "operators/rank_join.h"
 
-#include "operators/run_deadlines.h"
-
 #include <deque>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
+
+#include "operators/run_deadlines.h"
 
 namespace runlens::ops {
 namespace {
@@ -20,7 +20,7 @@ struct Pending {
 
 struct RunState {
   std::shared_ptr<const RunInfo> info;
-  int32_t world = 0;  // 0 = unknown (no run_start yet)
+  int32_t world = 0;                   // 0 = unknown (no run_start yet)
   std::map<int64_t, Pending> pending;  // by step
   std::unordered_set<int64_t> closed;  // recently closed steps, to recognise late reports
   std::deque<int64_t> closed_order;
@@ -40,11 +40,20 @@ class RankJoin final : public Operator {
   void process(const Record& r, Emitter& out) override {
     fire_until(r.time_ns, out);
     switch (r.kind()) {
-      case Kind::kRunStart: on_run_start(r); break;
-      case Kind::kStep: on_step(r, out); break;
-      case Kind::kEvent: on_event(r); break;
-      case Kind::kRunEnd: on_run_end(r, out); break;
-      default: break;
+      case Kind::kRunStart:
+        on_run_start(r);
+        break;
+      case Kind::kStep:
+        on_step(r, out);
+        break;
+      case Kind::kEvent:
+        on_event(r);
+        break;
+      case Kind::kRunEnd:
+        on_run_end(r, out);
+        break;
+      default:
+        break;
     }
   }
 
@@ -206,7 +215,8 @@ class RankJoin final : public Operator {
       if (const RankPlacement* pl = st.info->place(rank)) {
         a.node = pl->node;
         if (pl->gpu >= 0) a.gpu = pl->gpu;
-        if (!pl->node.empty()) where += " (node " + pl->node.string() + (pl->gpu >= 0 ? ", GPU " + std::to_string(pl->gpu) : "") + ")";
+        if (!pl->node.empty())
+          where += " (node " + pl->node.string() + (pl->gpu >= 0 ? ", GPU " + std::to_string(pl->gpu) : "") + ")";
       }
     }
     a.value = static_cast<double>(at - p.first_time) / 1e9;
@@ -236,8 +246,8 @@ class RankJoin final : public Operator {
 };
 
 std::string describe_options(const RankJoinOptions& o) {
-  return "timeout=" + runtime::format_duration(o.timeout_ns) + " max_pending_steps=" +
-         std::to_string(o.max_pending_steps);
+  return "timeout=" + runtime::format_duration(o.timeout_ns) +
+         " max_pending_steps=" + std::to_string(o.max_pending_steps);
 }
 
 }  // namespace
@@ -255,12 +265,27 @@ void RegisterRankJoin(Registry& registry) {
       "step record; emits it when every rank has reported or when event time passes the first report plus "
       "`timeout`, naming the missing ranks, and raises `rank_missing` for a rank missing past the timeout.";
   info.params = {
-      {"timeout", ParamType::kDuration, "30s",
-       "How long after a step's first rank report (event time) to wait for the other ranks.", {}, 0.001, std::nullopt},
-      {"max_pending_steps", ParamType::kInt, "4096",
-       "Most steps of one run held open at once; beyond it the oldest is closed as timed out.", {}, 1, 1e7},
-      {"alert_missing", ParamType::kBool, "true", "Raise rank_missing for ranks missing past the timeout.", {},
-       std::nullopt, std::nullopt},
+      {"timeout",
+       ParamType::kDuration,
+       "30s",
+       "How long after a step's first rank report (event time) to wait for the other ranks.",
+       {},
+       0.001,
+       std::nullopt},
+      {"max_pending_steps",
+       ParamType::kInt,
+       "4096",
+       "Most steps of one run held open at once; beyond it the oldest is closed as timed out.",
+       {},
+       1,
+       1e7},
+      {"alert_missing",
+       ParamType::kBool,
+       "true",
+       "Raise rank_missing for ranks missing past the timeout.",
+       {},
+       std::nullopt,
+       std::nullopt},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kStep) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kStepRecord) | mask(Kind::kAlert);

@@ -28,7 +28,7 @@ double lr_discontinuity(double lr0, int64_t s0, double lr1, int64_t s1, double l
 
 namespace {
 
-constexpr double kMadToSigma = 1.4826;  // MAD of a normal distribution x this = its standard deviation
+constexpr double kMadToSigma = 1.4826;    // MAD of a normal distribution x this = its standard deviation
 constexpr int64_t kExplicitLrMemory = 3;  // train events an explicit lr config_change suppresses inference for
 
 struct Series {
@@ -47,10 +47,10 @@ struct RunState {
   int32_t lead_rank = INT32_MAX;  // the lowest rank whose train events are read
   int64_t last_step = INT64_MIN;
   Series loss, grad;
-  std::deque<LrPoint> lr;                // the last two LR values
-  int64_t explicit_lr_at = INT64_MIN;    // train events seen when the last explicit lr change came
+  std::deque<LrPoint> lr;              // the last two LR values
+  int64_t explicit_lr_at = INT64_MIN;  // train events seen when the last explicit lr change came
   int64_t train_events = 0;
-  int64_t lr_change_step = -1;           // latest LR change (explicit or inferred)
+  int64_t lr_change_step = -1;  // latest LR change (explicit or inferred)
 };
 
 class SpikeDetect final : public Operator {
@@ -67,7 +67,9 @@ class SpikeDetect final : public Operator {
         st.info = RunInfo::from(r.run_start());
         break;
       }
-      case Kind::kRunEnd: runs_.erase(r.as<RunEnd>().run_id); break;
+      case Kind::kRunEnd:
+        runs_.erase(r.as<RunEnd>().run_id);
+        break;
       case Kind::kEvent: {
         const Occurrence& e = r.as<Occurrence>();
         if (e.run_id.empty()) break;
@@ -78,13 +80,18 @@ class SpikeDetect final : public Operator {
         } else if (e.kind == kConfig && (e.key == kLr || e.key == kLearningRate)) {
           RunState& st = runs_[e.run_id];
           st.explicit_lr_at = st.train_events;
-          if (e.has(Occurrence::F::step)) st.lr_change_step = e.step;
-          else if (st.last_step != INT64_MIN) st.lr_change_step = st.last_step + 1;
+          if (e.has(Occurrence::F::step))
+            st.lr_change_step = e.step;
+          else if (st.last_step != INT64_MIN)
+            st.lr_change_step = st.last_step + 1;
         }
         break;
       }
-      case Kind::kTrain: on_train(r, out); break;
-      default: break;
+      case Kind::kTrain:
+        on_train(r, out);
+        break;
+      default:
+        break;
     }
   }
 
@@ -216,11 +223,41 @@ void RegisterSpikeDetect(Registry& registry) {
   info.params = {
       {"window", ParamType::kInt, "100", "Train events in the rolling baseline.", {}, 5, 1e6},
       {"min_points", ParamType::kInt, "20", "Values needed in the baseline before spikes are judged.", {}, 3, 1e6},
-      {"z_threshold", ParamType::kDouble, "6", "Robust z-score (in MAD-estimated standard deviations) above the median that counts as a spike.", {}, 1, std::nullopt},
-      {"loss_min_ratio", ParamType::kDouble, "1.3", "A loss spike must also be at least this many times the median loss.", {}, 1, std::nullopt},
-      {"grad_min_ratio", ParamType::kDouble, "3", "A gradient-norm spike must also be at least this many times the median.", {}, 1, std::nullopt},
-      {"rearm_steps", ParamType::kInt, "50", "Train events without a spike after which a series can alert again.", {}, 1, std::nullopt},
-      {"lr_jump", ParamType::kDouble, "0.2", "Relative distance of an LR value from its linear trend above which it is an LR change.", {}, 0.001, std::nullopt},
+      {"z_threshold",
+       ParamType::kDouble,
+       "6",
+       "Robust z-score (in MAD-estimated standard deviations) above the median that counts as a spike.",
+       {},
+       1,
+       std::nullopt},
+      {"loss_min_ratio",
+       ParamType::kDouble,
+       "1.3",
+       "A loss spike must also be at least this many times the median loss.",
+       {},
+       1,
+       std::nullopt},
+      {"grad_min_ratio",
+       ParamType::kDouble,
+       "3",
+       "A gradient-norm spike must also be at least this many times the median.",
+       {},
+       1,
+       std::nullopt},
+      {"rearm_steps",
+       ParamType::kInt,
+       "50",
+       "Train events without a spike after which a series can alert again.",
+       {},
+       1,
+       std::nullopt},
+      {"lr_jump",
+       ParamType::kDouble,
+       "0.2",
+       "Relative distance of an LR value from its linear trend above which it is an LR change.",
+       {},
+       0.001,
+       std::nullopt},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kTrain) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert) | mask(Kind::kEvent);

@@ -70,7 +70,8 @@ StepStats compute_step_stats(const StepRecord& rec) {
   if (tokens_known && st.step_ms > 0) {
     st.tokens_per_s = static_cast<double>(st.tokens) / (st.step_ms / 1000.0);
     if (rec.run && rec.run->start.has(RunStart::F::gpu_peak_flops) &&
-        rec.run->start.has(RunStart::F::model_flops_per_token) && rec.run->start.gpu_peak_flops > 0 && st.reported > 0) {
+        rec.run->start.has(RunStart::F::model_flops_per_token) && rec.run->start.gpu_peak_flops > 0 &&
+        st.reported > 0) {
       st.mfu = *st.tokens_per_s * rec.run->start.model_flops_per_token /
                (rec.run->start.gpu_peak_flops * static_cast<double>(st.reported));
     }
@@ -105,8 +106,12 @@ class StepStatsOp final : public Operator {
     fire_until(r.time_ns, out);
     static const Symbol kRestart = Symbol::intern("restart");
     switch (r.kind()) {
-      case Kind::kStepRecord: on_step(r, out); break;
-      case Kind::kTrain: on_train(r, out); break;
+      case Kind::kStepRecord:
+        on_step(r, out);
+        break;
+      case Kind::kTrain:
+        on_train(r, out);
+        break;
       case Kind::kRunEnd: {
         auto it = runs_.find(r.as<RunEnd>().run_id);
         if (it == runs_.end()) break;
@@ -117,7 +122,8 @@ class StepStatsOp final : public Operator {
       case Kind::kEvent:
         if (r.as<Occurrence>().kind == kRestart) runs_[r.as<Occurrence>().run_id].early.clear();
         break;
-      default: break;
+      default:
+        break;
     }
   }
   void on_watermark(int64_t wm, Emitter& out) override { fire_until(wm, out); }
@@ -154,7 +160,8 @@ class StepStatsOp final : public Operator {
     }
     // The lowest rank's report wins when several ranks send train metrics.
     auto [it, fresh] = st.early.try_emplace(t.step, t);
-    if (!fresh && (t.has(Train::F::rank) ? t.rank : 0) < (it->second.has(Train::F::rank) ? it->second.rank : 0)) it->second = t;
+    if (!fresh && (t.has(Train::F::rank) ? t.rank : 0) < (it->second.has(Train::F::rank) ? it->second.rank : 0))
+      it->second = t;
     while (static_cast<int64_t>(st.early.size()) > o_.max_pending) st.early.erase(st.early.begin());
   }
 
@@ -182,7 +189,9 @@ class StepStatsOp final : public Operator {
   RunDeadlines<int64_t> timers_;  // by step
 };
 
-std::string describe_options(const StepStatsOptions& o) { return "train_wait=" + runtime::format_duration(o.train_wait_ns); }
+std::string describe_options(const StepStatsOptions& o) {
+  return "train_wait=" + runtime::format_duration(o.train_wait_ns);
+}
 
 }  // namespace
 
@@ -199,10 +208,20 @@ void RegisterStepStats(Registry& registry) {
       "tokens/s, MFU (from run_start's gpu_peak_flops and model_flops_per_token), data_wait_ratio and "
       "communication_ratio, with the step's loss, LR and grad norm from its train event.";
   info.params = {
-      {"train_wait", ParamType::kDuration, "10s",
-       "How long (event time) a step's aggregates wait for its train event before they are emitted without it.", {}, 0,
+      {"train_wait",
+       ParamType::kDuration,
+       "10s",
+       "How long (event time) a step's aggregates wait for its train event before they are emitted without it.",
+       {},
+       0,
        std::nullopt},
-      {"max_pending", ParamType::kInt, "4096", "Most steps per run held waiting for a train event.", {}, 1, std::nullopt},
+      {"max_pending",
+       ParamType::kInt,
+       "4096",
+       "Most steps per run held waiting for a train event.",
+       {},
+       1,
+       std::nullopt},
   };
   info.accepts = mask(Kind::kStepRecord) | mask(Kind::kTrain) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kStepStats);

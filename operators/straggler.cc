@@ -1,7 +1,5 @@
 #include "operators/straggler.h"
 
-#include "operators/median.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +7,8 @@
 #include <map>
 #include <unordered_map>
 #include <vector>
+
+#include "operators/median.h"
 
 namespace runlens::ops {
 
@@ -74,7 +74,8 @@ class Straggler final : public Operator {
     RunState& st = runs_[rec.run_id];
     if (median >= o_.min_median_ms) {
       // Judged against the rate measured before this step.
-      int64_t need = straggler_required_hits(o_.persist_k, o_.persist_n, static_cast<int64_t>(judged), st.slow_ew / st.judged_ew, o_.false_alarm_rate);
+      int64_t need = straggler_required_hits(o_.persist_k, o_.persist_n, static_cast<int64_t>(judged),
+                                             st.slow_ew / st.judged_ew, o_.false_alarm_rate);
       int64_t isolated = 0;
       for (const Step& s : rec.ranks) {
         if (!std::isfinite(s.step_ms)) continue;
@@ -122,7 +123,8 @@ class Straggler final : public Operator {
       if (const RankPlacement* p = rec.run->place(s.rank)) {
         a.node = p->node;
         if (p->gpu >= 0) a.gpu = p->gpu;
-        if (!p->node.empty()) where += " (node " + p->node.string() + (p->gpu >= 0 ? ", GPU " + std::to_string(p->gpu) : "") + ")";
+        if (!p->node.empty())
+          where += " (node " + p->node.string() + (p->gpu >= 0 ? ", GPU " + std::to_string(p->gpu) : "") + ")";
       }
     }
     a.value = ratio;
@@ -130,7 +132,8 @@ class Straggler final : public Operator {
     a.summary = "STRAGGLER DETECTED: " + where + " works " + fmt(work) + " ms per step against a median of " +
                 fmt(median) + " ms (" + fmt(ratio, "%.2f") + "x) in " + std::to_string(hits) + " of the last " +
                 std::to_string(o_.persist_n) + " steps, since step " + std::to_string(onset);
-    a.attrs = {{"work_ms", work}, {"median_ms", median}, {"step_ms", s.step_ms}, {"onset_step", static_cast<double>(onset)}};
+    a.attrs = {
+        {"work_ms", work}, {"median_ms", median}, {"step_ms", s.step_ms}, {"onset_step", static_cast<double>(onset)}};
     a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
     return a;
   }
@@ -162,11 +165,23 @@ void RegisterStraggler(Registry& registry) {
       "measured rate of isolated slow rank-steps would let more than `false_alarm_rate` chance alerts per step "
       "through at persist_k, it requires more slow steps of the window (up to all persist_n).";
   info.params = {
-      {"ratio_threshold", ParamType::kDouble, "1.5", "Slowest-rank / median-rank work time above which a step counts as slow for that rank.", {}, 1.0, std::nullopt},
+      {"ratio_threshold",
+       ParamType::kDouble,
+       "1.5",
+       "Slowest-rank / median-rank work time above which a step counts as slow for that rank.",
+       {},
+       1.0,
+       std::nullopt},
       {"persist_k", ParamType::kInt, "3", "Slow steps needed within the window to flag a rank.", {}, 1, 1e6},
       {"persist_n", ParamType::kInt, "5", "Window length in steps.", {}, 1, 1e6},
       {"min_ranks", ParamType::kInt, "2", "Fewest reporting ranks for a step to be judged.", {}, 2, std::nullopt},
-      {"min_median_ms", ParamType::kDouble, "1", "Steps whose median work time is below this are not judged.", {}, 0, std::nullopt},
+      {"min_median_ms",
+       ParamType::kDouble,
+       "1",
+       "Steps whose median work time is below this are not judged.",
+       {},
+       0,
+       std::nullopt},
       {"false_alarm_rate",
        ParamType::kDouble,
        "0.0001",
@@ -176,7 +191,13 @@ void RegisterStraggler(Registry& registry) {
        {},
        0,
        1},
-      {"noise_window", ParamType::kInt, "200", "Steps over which the rate of isolated slow rank-steps is measured (decayed).", {}, 1, 1e9},
+      {"noise_window",
+       ParamType::kInt,
+       "200",
+       "Steps over which the rate of isolated slow rank-steps is measured (decayed).",
+       {},
+       1,
+       1e9},
   };
   info.accepts = mask(Kind::kStepRecord);
   info.emits = mask(Kind::kAlert);
@@ -189,8 +210,9 @@ void RegisterStraggler(Registry& registry) {
     o.min_median_ms = ctx.params->get_double("min_median_ms");
     o.false_alarm_rate = ctx.params->get_double("false_alarm_rate");
     o.noise_window = ctx.params->get_int("noise_window");
-    if (o.persist_k > o.persist_n) ctx.fail("persist_k", "persist_k (" + std::to_string(o.persist_k) +
-                                                             ") must not exceed persist_n (" + std::to_string(o.persist_n) + ")");
+    if (o.persist_k > o.persist_n)
+      ctx.fail("persist_k", "persist_k (" + std::to_string(o.persist_k) + ") must not exceed persist_n (" +
+                                std::to_string(o.persist_n) + ")");
     return MakeStraggler(o);
   });
 }

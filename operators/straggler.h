@@ -29,9 +29,9 @@ struct StragglerOptions {
   int64_t persist_k = 3;
   int64_t persist_n = 5;
   int64_t min_ranks = 2;
-  double min_median_ms = 1.0;       // ignore steps too short to judge
-  double false_alarm_rate = 1e-4;   // chance alerts per step allowed (0: always persist_k)
-  int64_t noise_window = 200;       // steps over which the slow-step rate is measured
+  double min_median_ms = 1.0;      // ignore steps too short to judge
+  double false_alarm_rate = 1e-4;  // chance alerts per step allowed (0: always persist_k)
+  int64_t noise_window = 200;      // steps over which the slow-step rate is measured
 };
 
 // The slow steps of the last `n` a rank needs to be flagged, for `ranks` ranks

@@ -49,7 +49,9 @@ class ThroughputRegression final : public Operator {
   void process(const Record& r, Emitter& out) override {
     static const Symbol kRestart = Symbol::intern("restart"), kConfig = Symbol::intern("config_change");
     switch (r.kind()) {
-      case Kind::kStepStats: on_stats(r, out); break;
+      case Kind::kStepStats:
+        on_stats(r, out);
+        break;
       case Kind::kEvent: {
         const Occurrence& e = r.as<Occurrence>();
         if (e.run_id.empty()) break;
@@ -63,8 +65,11 @@ class ThroughputRegression final : public Operator {
         }
         break;
       }
-      case Kind::kRunEnd: runs_.erase(r.as<RunEnd>().run_id); break;
-      default: break;
+      case Kind::kRunEnd:
+        runs_.erase(r.as<RunEnd>().run_id);
+        break;
+      default:
+        break;
     }
   }
 
@@ -182,8 +187,11 @@ class ThroughputRegression final : public Operator {
                 " % over the last " + std::to_string(o_.window) + " steps against a baseline of " +
                 fmt_num(100 * j.baseline, "%.1f") + " % (-" + fmt_num(100 * j.drop) + " %), since step " +
                 std::to_string(j.onset) + "; wall-clock MFU " + fmt_num(100 * st.last_mfu, "%.1f") + " %";
-    a.attrs = {{"compute_mfu", j.current}, {"baseline_compute_mfu", j.baseline}, {"mfu", st.last_mfu},
-               {"drop", j.drop}, {"onset_step", static_cast<double>(j.onset)}};
+    a.attrs = {{"compute_mfu", j.current},
+               {"baseline_compute_mfu", j.baseline},
+               {"mfu", st.last_mfu},
+               {"drop", j.drop},
+               {"onset_step", static_cast<double>(j.onset)}};
     add_config(a, st, st.mfu);
     return a;
   }
@@ -214,12 +222,36 @@ void RegisterThroughputRegression(Registry& registry) {
       "(MFU scaled to the median rank's work time, so stalls that have their own alerts do not count) is more "
       "than `mfu_drop` below it, each for `persist_k` steps in a row.";
   info.params = {
-      {"throughput_drop", ParamType::kDouble, "0.25", "Fraction below the baseline tokens/s that counts as a throughput drop.", {}, 0.01, 0.99},
-      {"mfu_drop", ParamType::kDouble, "0.2", "Fraction below the baseline MFU of compute that counts as an MFU drop.", {}, 0.01, 0.99},
+      {"throughput_drop",
+       ParamType::kDouble,
+       "0.25",
+       "Fraction below the baseline tokens/s that counts as a throughput drop.",
+       {},
+       0.01,
+       0.99},
+      {"mfu_drop",
+       ParamType::kDouble,
+       "0.2",
+       "Fraction below the baseline MFU of compute that counts as an MFU drop.",
+       {},
+       0.01,
+       0.99},
       {"window", ParamType::kInt, "8", "Steps averaged for the current value.", {}, 1, 1e5},
-      {"baseline_steps", ParamType::kInt, "50", "Most steps in the baseline (those before the window, outside incidents).", {}, 1, 1e6},
+      {"baseline_steps",
+       ParamType::kInt,
+       "50",
+       "Most steps in the baseline (those before the window, outside incidents).",
+       {},
+       1,
+       1e6},
       {"min_baseline", ParamType::kInt, "10", "Baseline steps needed before drops are judged.", {}, 1, 1e6},
-      {"skip_steps", ParamType::kInt, "3", "First steps of a run (and after a restart) left out (compilation, warm-up).", {}, 0, 1e6},
+      {"skip_steps",
+       ParamType::kInt,
+       "3",
+       "First steps of a run (and after a restart) left out (compilation, warm-up).",
+       {},
+       0,
+       1e6},
       {"persist_k", ParamType::kInt, "3", "Steps in a row the windowed drop must hold.", {}, 1, 1e6},
   };
   info.accepts = mask(Kind::kStepStats) | mask(Kind::kEvent) | mask(Kind::kRunEnd);

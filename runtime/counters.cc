@@ -27,9 +27,10 @@ std::string format_counters(const std::vector<CounterSnapshot>& rows) {
   out += line;
   for (const auto& r : rows) {
     char q[40];
-    if (r.queue_capacity) std::snprintf(q, sizeof q, "%llu/%llu", (unsigned long long)r.queue_peak,
-                                        (unsigned long long)r.queue_capacity);
-    else std::snprintf(q, sizeof q, "-");
+    if (r.queue_capacity)
+      std::snprintf(q, sizeof q, "%llu/%llu", (unsigned long long)r.queue_peak, (unsigned long long)r.queue_capacity);
+    else
+      std::snprintf(q, sizeof q, "-");
     std::snprintf(line, sizeof line, "%-16s %-12s %12llu %12llu %8llu %8llu %8llu %8llu %6llu %6llu %14s\n",
                   r.node.c_str(), r.type.c_str(), (unsigned long long)r.in, (unsigned long long)r.out,
                   (unsigned long long)r.dropped[0], (unsigned long long)r.dropped[1], (unsigned long long)r.dropped[2],

@@ -62,8 +62,7 @@ class Executor {
   // Renders a row as text for dead letters (late rows).
   using RowText = std::function<std::string(const R&)>;
 
-  explicit Executor(ExecutorOptions opts, RowText row_text = {})
-      : opts_(opts), row_text_(std::move(row_text)) {
+  explicit Executor(ExecutorOptions opts, RowText row_text = {}) : opts_(opts), row_text_(std::move(row_text)) {
     if (opts_.threads <= 0) opts_.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     RUNLENS_CHECK(opts_.dead_letters != nullptr, "an executor needs a dead-letter sink");
   }
@@ -105,8 +104,8 @@ class Executor {
     // and let TBB start that many workers even above its default cap.
     parallelism_ = std::make_unique<tbb::global_control>(
         tbb::global_control::max_allowed_parallelism,
-        std::max<size_t>(static_cast<size_t>(opts_.threads) + 1, tbb::global_control::active_value(
-                                                                      tbb::global_control::max_allowed_parallelism)));
+        std::max<size_t>(static_cast<size_t>(opts_.threads) + 1,
+                         tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
     arena_ = std::make_unique<tbb::task_arena>(opts_.threads + 1, 1);
     arena_->execute([&] {
       graph_ = std::make_unique<tbb::flow::graph>();
@@ -174,8 +173,8 @@ class Executor {
 
   struct Msg {
     bool is_watermark = false;
-    int producer = -1;  // global producer id
-    int priority = 0;   // for shedding: the least important row's priority
+    int producer = -1;   // global producer id
+    int priority = 0;    // for shedding: the least important row's priority
     int64_t weight = 0;  // queue units: the sum of RowTraits::weight
     int64_t watermark = kBeginningOfTime;
     std::vector<R> rows;
@@ -196,8 +195,8 @@ class Executor {
     Inbox inbox;
     std::atomic<bool> running{false};
     std::unique_ptr<Operator<R>> op;
-    std::vector<int> slot_of;            // global producer id -> slot, -1 if not a producer
-    std::vector<int64_t> producer_wm;    // by slot
+    std::vector<int> slot_of;          // global producer id -> slot, -1 if not a producer
+    std::vector<int64_t> producer_wm;  // by slot
     int64_t input_wm = kBeginningOfTime;
     int64_t forwarded_wm = kBeginningOfTime;
     bool finished = false;
@@ -277,7 +276,8 @@ class Executor {
         }
         max_seen_ = std::max(max_seen_, t);
         // Per row, so that lateness does not depend on how input is batched.
-        if (max_seen_ != kBeginningOfTime) watermark_ = std::max(watermark_, sat_sub(max_seen_, ex_->opts_.lateness_ns));
+        if (max_seen_ != kBeginningOfTime)
+          watermark_ = std::max(watermark_, sat_sub(max_seen_, ex_->opts_.lateness_ns));
         if (kept != i) rows[kept] = std::move(rows[i]);
         ++kept;
       }
@@ -302,9 +302,9 @@ class Executor {
       }
       // Idle: the watermark follows the wall clock, less the idle timeout, so
       // that a silent source (or a hung job) no longer holds every window open.
-      int64_t wall = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+      int64_t wall =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
       int64_t wm = sat_sub(wall, ex_->opts_.idle_timeout_ns);
       if (wm > watermark_) {
         watermark_ = wm;

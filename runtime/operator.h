@@ -46,7 +46,7 @@ struct DeadLetter {
   std::string component;  // who rejected it
   std::string position;   // "file.jsonl:12", "file.rlrec@4096", "tcp://...#frame 7"
   std::string reason;
-  std::string raw;        // the offending input, as text (may be truncated)
+  std::string raw;  // the offending input, as text (may be truncated)
 };
 class DeadLetterSink {
  public:

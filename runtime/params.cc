@@ -8,12 +8,18 @@ namespace runlens::runtime {
 
 std::string_view param_type_name(ParamType t) {
   switch (t) {
-    case ParamType::kInt: return "int";
-    case ParamType::kDouble: return "number";
-    case ParamType::kBool: return "bool";
-    case ParamType::kString: return "string";
-    case ParamType::kDuration: return "duration";
-    case ParamType::kStringList: return "list of strings";
+    case ParamType::kInt:
+      return "int";
+    case ParamType::kDouble:
+      return "number";
+    case ParamType::kBool:
+      return "bool";
+    case ParamType::kString:
+      return "string";
+    case ParamType::kDuration:
+      return "duration";
+    case ParamType::kStringList:
+      return "list of strings";
   }
   return "?";
 }
@@ -36,8 +42,8 @@ bool parse_int(const std::string& s, int64_t* out) {
 }  // namespace
 
 std::optional<int64_t> parse_duration_ns(const std::string& text) {
-  static const std::pair<const char*, double> kUnits[] = {{"ns", 1},   {"us", 1e3}, {"ms", 1e6},
-                                                          {"s", 1e9},  {"m", 60e9}, {"h", 3600e9}};
+  static const std::pair<const char*, double> kUnits[] = {{"ns", 1},  {"us", 1e3}, {"ms", 1e6},
+                                                          {"s", 1e9}, {"m", 60e9}, {"h", 3600e9}};
   std::string num = text;
   double scale = 1e9;  // bare numbers are seconds
   size_t i = text.size();
@@ -60,12 +66,18 @@ std::optional<int64_t> parse_duration_ns(const std::string& text) {
 
 std::string format_duration(int64_t ns) {
   char buf[64];
-  if (ns % 3600000000000LL == 0 && ns != 0) std::snprintf(buf, sizeof buf, "%lldh", (long long)(ns / 3600000000000LL));
-  else if (ns % 60000000000LL == 0 && ns != 0) std::snprintf(buf, sizeof buf, "%lldm", (long long)(ns / 60000000000LL));
-  else if (ns % 1000000000LL == 0) std::snprintf(buf, sizeof buf, "%llds", (long long)(ns / 1000000000LL));
-  else if (ns % 1000000LL == 0) std::snprintf(buf, sizeof buf, "%lldms", (long long)(ns / 1000000LL));
-  else if (ns % 1000LL == 0) std::snprintf(buf, sizeof buf, "%lldus", (long long)(ns / 1000LL));
-  else std::snprintf(buf, sizeof buf, "%lldns", (long long)ns);
+  if (ns % 3600000000000LL == 0 && ns != 0)
+    std::snprintf(buf, sizeof buf, "%lldh", (long long)(ns / 3600000000000LL));
+  else if (ns % 60000000000LL == 0 && ns != 0)
+    std::snprintf(buf, sizeof buf, "%lldm", (long long)(ns / 60000000000LL));
+  else if (ns % 1000000000LL == 0)
+    std::snprintf(buf, sizeof buf, "%llds", (long long)(ns / 1000000000LL));
+  else if (ns % 1000000LL == 0)
+    std::snprintf(buf, sizeof buf, "%lldms", (long long)(ns / 1000000LL));
+  else if (ns % 1000LL == 0)
+    std::snprintf(buf, sizeof buf, "%lldus", (long long)(ns / 1000LL));
+  else
+    std::snprintf(buf, sizeof buf, "%lldns", (long long)ns);
   return buf;
 }
 
@@ -172,8 +184,10 @@ std::string Params::describe() const {
     std::visit(
         [&](const auto& v) {
           using V = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<V, bool>) s += v ? "true" : "false";
-          else if constexpr (std::is_same_v<V, std::string>) s += v;
+          if constexpr (std::is_same_v<V, bool>)
+            s += v ? "true" : "false";
+          else if constexpr (std::is_same_v<V, std::string>)
+            s += v;
           else if constexpr (std::is_same_v<V, std::vector<std::string>>) {
             s += "[";
             for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + v[i];

@@ -13,9 +13,12 @@ namespace runlens::runtime {
 
 std::string_view role_section(Role r) {
   switch (r) {
-    case Role::kSource: return "sources";
-    case Role::kOperator: return "operators";
-    case Role::kSink: return "sinks";
+    case Role::kSource:
+      return "sources";
+    case Role::kOperator:
+      return "operators";
+    case Role::kSink:
+      return "sinks";
   }
   return "?";
 }
@@ -66,8 +69,10 @@ std::optional<std::string> substitute_vars(const std::string& text, const VarLoo
     // ${RUNLENS_DB:-${RUNLENS_OUT}/runlens.db}.
     size_t close = std::string::npos;
     for (size_t j = i + 2, depth = 1; j < text.size(); ++j) {
-      if (text[j] == '$' && j + 1 < text.size() && text[j + 1] == '$') ++j;  // "$$": a literal '$'
-      else if (text[j] == '$' && j + 1 < text.size() && text[j + 1] == '{') ++depth, ++j;
+      if (text[j] == '$' && j + 1 < text.size() && text[j + 1] == '$')
+        ++j;  // "$$": a literal '$'
+      else if (text[j] == '$' && j + 1 < text.size() && text[j + 1] == '{')
+        ++depth, ++j;
       else if (text[j] == '}' && --depth == 0) {
         close = j;
         break;
@@ -92,12 +97,14 @@ std::optional<std::string> substitute_vars(const std::string& text, const VarLoo
       return std::nullopt;
     }
     auto v = vars(name);
-    if (v && !v->empty()) out += *v;
+    if (v && !v->empty())
+      out += *v;
     else if (fallback) {
       auto expanded = substitute_vars(*fallback, vars, why);  // only when the default is used
       if (!expanded) return std::nullopt;
       out += *expanded;
-    } else if (v) out += *v;
+    } else if (v)
+      out += *v;
     else {
       *why = "undefined variable '" + name + "' (set it, or write ${" + name + ":-default})";
       return std::nullopt;
@@ -197,8 +204,8 @@ class Parser {
   }
 
   // Parses `value` against `spec` into `out`.
-  void parse_param(const ParamSpec& spec, const YAML::Node& value, const YAML::Mark& key_mark,
-                   const std::string& path, Params* out, bool is_default = false) {
+  void parse_param(const ParamSpec& spec, const YAML::Node& value, const YAML::Mark& key_mark, const std::string& path,
+                   Params* out, bool is_default = false) {
     std::string p = path + "." + spec.name;
     // A default has no place in the file: it is located at its component.
     YAML::Mark at = is_default || value.Mark().is_null() ? key_mark : value.Mark();
@@ -263,7 +270,8 @@ class Parser {
     if (p.has("lateness")) s->lateness_ns = p.get_duration_ns("lateness");
     if (p.has("idle_timeout")) s->idle_timeout_ns = p.get_duration_ns("idle_timeout");
     if (p.has("queue_capacity")) s->queue_capacity = p.get_int("queue_capacity");
-    if (p.has("overflow")) s->overflow = p.get_string("overflow") == "shed" ? OverflowPolicy::kShed : OverflowPolicy::kBlock;
+    if (p.has("overflow"))
+      s->overflow = p.get_string("overflow") == "shed" ? OverflowPolicy::kShed : OverflowPolicy::kBlock;
     if (p.has("batch_size")) s->batch_size = p.get_int("batch_size");
     if (p.has("dead_letter")) s->dead_letter = p.get_string("dead_letter");
   }
@@ -356,8 +364,9 @@ class Parser {
     for (const auto& p : c.info->params) {
       if (c.params.has(p.name) || seen.count(p.name)) continue;  // given (an error in it is reported already)
       if (!p.default_value) {
-        error(key.Mark(), path, "missing required parameter '" + p.name + "' (" +
-                                    std::string(param_type_name(p.type)) + ": " + p.doc + ")");
+        error(key.Mark(), path,
+              "missing required parameter '" + p.name + "' (" + std::string(param_type_name(p.type)) + ": " + p.doc +
+                  ")");
         continue;
       }
       // Defaults are parsed like written values (so they may use ${VAR});
@@ -405,8 +414,9 @@ class Parser {
         auto up = std::find_if(comps.begin(), comps.end(), [&](auto& o) { return o.id == in.name; });
         if (up == comps.end()) {
           std::string hint = closest_match(in.name, outputs);
-          diags_.push_back({in.where, c.path() + ".inputs",
-                            "unknown input '" + in.name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)")});
+          diags_.push_back(
+              {in.where, c.path() + ".inputs",
+               "unknown input '" + in.name + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)")});
           continue;
         }
         if (up->role == Role::kSink) {
@@ -490,7 +500,8 @@ PipelineSpec parse_pipeline_file(const std::string& path, const Catalog& catalog
 
 std::string PipelineSpec::to_dot() const {
   std::ostringstream o;
-  o << "digraph \"" << dot_escape(name.empty() ? file : name) << "\" {\n  rankdir=LR;\n  node [fontname=\"monospace\"];\n";
+  o << "digraph \"" << dot_escape(name.empty() ? file : name)
+    << "\" {\n  rankdir=LR;\n  node [fontname=\"monospace\"];\n";
   for (const auto& c : components) {
     const char* shape = c.role == Role::kSource ? "invhouse" : (c.role == Role::kSink ? "house" : "box");
     std::string params = c.params.describe();

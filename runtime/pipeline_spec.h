@@ -52,12 +52,12 @@ class Catalog {
 };
 
 struct PipelineSettings {
-  int64_t lateness_ns = 5'000'000'000;        // allowed out-of-orderness per source
-  int64_t idle_timeout_ns = 30'000'000'000;   // a live source silent this long stops holding the watermark
-  int64_t queue_capacity = 16384;             // rows per edge queue
+  int64_t lateness_ns = 5'000'000'000;       // allowed out-of-orderness per source
+  int64_t idle_timeout_ns = 30'000'000'000;  // a live source silent this long stops holding the watermark
+  int64_t queue_capacity = 16384;            // rows per edge queue
   OverflowPolicy overflow = OverflowPolicy::kBlock;
-  int64_t batch_size = 4096;                  // rows per batch read by sources
-  std::string dead_letter;                    // path; empty = ${RUNLENS_OUT}/dead_letter.jsonl
+  int64_t batch_size = 4096;  // rows per batch read by sources
+  std::string dead_letter;    // path; empty = ${RUNLENS_OUT}/dead_letter.jsonl
   SourceLocation where;
 };
 
@@ -73,7 +73,7 @@ struct ComponentSpec {
   const ComponentInfo* info = nullptr;
   std::vector<InputRef> inputs;
   Params params;
-  int parallelism = 0;  // 0 = the executor's thread count
+  int parallelism = 0;   // 0 = the executor's thread count
   SourceLocation where;  // of the component's key
   std::string path() const { return std::string(role_section(role)) + "." + id; }
 };

@@ -11,15 +11,15 @@ namespace runlens::runtime {
 
 struct SourceLocation {
   std::string file;
-  int line = 0;    // 1-based; 0 = unknown
-  int column = 0;  // 1-based
+  int line = 0;             // 1-based; 0 = unknown
+  int column = 0;           // 1-based
   std::string str() const;  // "file:line:col"
 };
 
 struct Diagnostic {
   SourceLocation where;
-  std::string path;     // component path, e.g. "operators.stragglers"
-  std::string message;  // static text first, values last
+  std::string path;         // component path, e.g. "operators.stragglers"
+  std::string message;      // static text first, values last
   std::string str() const;  // "file:line:col: error: message (in path)"
 };
 
@@ -47,7 +47,7 @@ std::string closest_match(const std::string& name, const std::vector<std::string
 }  // namespace runlens::runtime
 
 // Internal invariant. The message says why it must hold.
-#define RUNLENS_CHECK(cond, why)                                                     \
-  do {                                                                               \
-    if (!(cond)) ::runlens::runtime::fail_check(#cond, __FILE__, __LINE__, (why));   \
+#define RUNLENS_CHECK(cond, why)                                                   \
+  do {                                                                             \
+    if (!(cond)) ::runlens::runtime::fail_check(#cond, __FILE__, __LINE__, (why)); \
   } while (0)

@@ -21,9 +21,12 @@ std::shared_ptr<const RunInfo> RunInfo::from(const RunStart& rs) {
 
 std::string_view severity_name(Severity s) {
   switch (s) {
-    case Severity::kInfo: return "info";
-    case Severity::kWarning: return "warning";
-    case Severity::kCritical: return "critical";
+    case Severity::kInfo:
+      return "info";
+    case Severity::kWarning:
+      return "warning";
+    case Severity::kCritical:
+      return "critical";
   }
   return "?";
 }

@@ -30,10 +30,10 @@ struct StepRecord {
   Symbol run_id;
   int64_t step = 0;
   int32_t world_size = 0;
-  std::vector<Step> ranks;         // the ranks that reported, ordered by rank
-  std::vector<int32_t> missing;    // ranks that did not report before the timeout
-  bool timed_out = false;          // emitted by the timeout, not by completion
-  int64_t first_time_ns = 0;       // earliest rank report of this step
+  std::vector<Step> ranks;             // the ranks that reported, ordered by rank
+  std::vector<int32_t> missing;        // ranks that did not report before the timeout
+  bool timed_out = false;              // emitted by the timeout, not by completion
+  int64_t first_time_ns = 0;           // earliest rank report of this step
   std::shared_ptr<const RunInfo> run;  // null when no run_start was seen
 };
 
@@ -43,15 +43,15 @@ struct StepStats {
   Symbol run_id;
   int64_t step = 0;
   int32_t world_size = 0;
-  int32_t reported = 0;        // ranks that reported the step
-  double step_ms = 0;          // the job's step: the slowest rank's wall time
+  int32_t reported = 0;  // ranks that reported the step
+  double step_ms = 0;    // the job's step: the slowest rank's wall time
   // Ranks' own work time (step_ms - comm_ms - data_wait_ms where known).
   double work_min = 0, work_p50 = 0, work_p95 = 0, work_p99 = 0, work_max = 0;
   int32_t slowest_rank = -1;
-  double straggler_ratio = 0;  // work_max / work_p50
-  int64_t tokens = 0;          // summed over ranks (0 = unknown)
-  std::optional<double> tokens_per_s;  // tokens / step wall time
-  std::optional<double> mfu;           // model FLOP/s / peak FLOP/s of the ranks that reported
+  double straggler_ratio = 0;                 // work_max / work_p50
+  int64_t tokens = 0;                         // summed over ranks (0 = unknown)
+  std::optional<double> tokens_per_s;         // tokens / step wall time
+  std::optional<double> mfu;                  // model FLOP/s / peak FLOP/s of the ranks that reported
   std::optional<double> data_wait_ratio;      // mean data_wait_ms / step_ms
   std::optional<double> communication_ratio;  // mean comm_ms / step_ms
   // From the step's train event, when one arrived in time.

@@ -11,9 +11,12 @@ namespace runlens {
 bool Value::operator==(const Value& o) const {
   if (kind != o.kind) return false;
   switch (kind) {
-    case Kind::kNone: return true;
-    case Kind::kNumber: return std::bit_cast<uint64_t>(number) == std::bit_cast<uint64_t>(o.number);
-    case Kind::kString: return text == o.text;
+    case Kind::kNone:
+      return true;
+    case Kind::kNumber:
+      return std::bit_cast<uint64_t>(number) == std::bit_cast<uint64_t>(o.number);
+    case Kind::kString:
+      return text == o.text;
   }
   return false;
 }
@@ -37,7 +40,8 @@ const FieldInfo kOccurrenceFields[] = {RUNLENS_OCCURRENCE_FIELDS(RUNLENS_FIELDIN
 const FieldInfo kRunEndFields[] = {RUNLENS_RUN_END_FIELDS(RUNLENS_FIELDINFO_)};
 #undef RUNLENS_FIELDINFO_
 
-#define RUNLENS_BODYINFO_(K, name, arr) BodyInfo{Kind::K, name, arr, static_cast<int>(std::size(arr))}
+#define RUNLENS_BODYINFO_(K, name, arr) \
+  BodyInfo { Kind::K, name, arr, static_cast<int>(std::size(arr)) }
 const BodyInfo kBodies[kContractKinds] = {
     RUNLENS_BODYINFO_(kRunStart, "run_start", kRunStartFields),
     RUNLENS_BODYINFO_(kStep, "step", kStepFields),
@@ -52,8 +56,8 @@ const BodyInfo kBodies[kContractKinds] = {
 };
 #undef RUNLENS_BODYINFO_
 
-constexpr std::string_view kKindNames[] = {"run_start", "step",    "train",       "gpu",        "node",
-                                           "collective", "data",   "checkpoint",  "event",      "run_end",
+constexpr std::string_view kKindNames[] = {"run_start",   "step",       "train",      "gpu",   "node",
+                                           "collective",  "data",       "checkpoint", "event", "run_end",
                                            "step_record", "step_stats", "alert"};
 static_assert(std::size(kKindNames) == static_cast<size_t>(Kind::kCount));
 
@@ -85,11 +89,11 @@ uint64_t hash_of(uint64_t h, const RankList& l) {
 
 #define RUNLENS_HASHFIELD_(T, name, Camel, req) \
   if (b.has(B::F::name)) h = hash_of(mix(h, static_cast<uint64_t>(B::F::name) + 1), b.name);
-#define RUNLENS_BODY_HASH_(Type, LIST)              \
-  uint64_t body_hash(uint64_t h, const Type& b) {   \
-    using B = Type;                                 \
-    LIST(RUNLENS_HASHFIELD_)                        \
-    return h;                                       \
+#define RUNLENS_BODY_HASH_(Type, LIST)            \
+  uint64_t body_hash(uint64_t h, const Type& b) { \
+    using B = Type;                               \
+    LIST(RUNLENS_HASHFIELD_)                      \
+    return h;                                     \
   }
 RUNLENS_BODY_HASH_(RunStart, RUNLENS_RUN_START_FIELDS)
 RUNLENS_BODY_HASH_(Step, RUNLENS_STEP_FIELDS)

@@ -56,82 +56,82 @@ using FieldVALUE = Value;
 enum class FieldType : uint8_t { kI32, kI64, kF64, kBOOL, kSYM, kSTR, kCONFIG, kRANKS, kVALUE };
 
 // X(type, json_name, CapnpName, required)
-#define RUNLENS_RUN_START_FIELDS(X)           \
-  X(SYM, run_id, RunId, true)                 \
-  X(SYM, experiment_id, ExperimentId, false)  \
-  X(SYM, job_id, JobId, false)                \
-  X(SYM, model_id, ModelId, false)            \
-  X(SYM, model_version, ModelVersion, false)  \
-  X(SYM, dataset_version, DatasetVersion, false) \
-  X(STR, code_commit, CodeCommit, false)      \
-  X(I32, world_size, WorldSize, true)         \
-  X(F64, gpu_peak_flops, GpuPeakFlops, false) \
+#define RUNLENS_RUN_START_FIELDS(X)                        \
+  X(SYM, run_id, RunId, true)                              \
+  X(SYM, experiment_id, ExperimentId, false)               \
+  X(SYM, job_id, JobId, false)                             \
+  X(SYM, model_id, ModelId, false)                         \
+  X(SYM, model_version, ModelVersion, false)               \
+  X(SYM, dataset_version, DatasetVersion, false)           \
+  X(STR, code_commit, CodeCommit, false)                   \
+  X(I32, world_size, WorldSize, true)                      \
+  X(F64, gpu_peak_flops, GpuPeakFlops, false)              \
   X(F64, model_flops_per_token, ModelFlopsPerToken, false) \
-  X(CONFIG, config, Config, false)            \
+  X(CONFIG, config, Config, false)                         \
   X(RANKS, ranks, Ranks, false)
 
-#define RUNLENS_STEP_FIELDS(X)                       \
-  X(SYM, run_id, RunId, true)                        \
-  X(I32, rank, Rank, true)                           \
-  X(I64, step, Step, true)                           \
-  X(F64, step_ms, StepMs, true)                      \
-  X(F64, forward_ms, ForwardMs, false)               \
-  X(F64, backward_ms, BackwardMs, false)             \
-  X(F64, optimizer_ms, OptimizerMs, false)           \
-  X(F64, comm_ms, CommMs, false)                     \
-  X(F64, data_wait_ms, DataWaitMs, false)            \
-  X(I64, tokens, Tokens, false)                      \
-  X(I64, samples, Samples, false)                    \
-  X(I64, seq_len, SeqLen, false)                     \
-  X(SYM, dataset_shard, DatasetShard, false)         \
+#define RUNLENS_STEP_FIELDS(X)                          \
+  X(SYM, run_id, RunId, true)                           \
+  X(I32, rank, Rank, true)                              \
+  X(I64, step, Step, true)                              \
+  X(F64, step_ms, StepMs, true)                         \
+  X(F64, forward_ms, ForwardMs, false)                  \
+  X(F64, backward_ms, BackwardMs, false)                \
+  X(F64, optimizer_ms, OptimizerMs, false)              \
+  X(F64, comm_ms, CommMs, false)                        \
+  X(F64, data_wait_ms, DataWaitMs, false)               \
+  X(I64, tokens, Tokens, false)                         \
+  X(I64, samples, Samples, false)                       \
+  X(I64, seq_len, SeqLen, false)                        \
+  X(SYM, dataset_shard, DatasetShard, false)            \
   X(I64, mem_allocated_bytes, MemAllocatedBytes, false) \
-  X(I64, mem_reserved_bytes, MemReservedBytes, false) \
+  X(I64, mem_reserved_bytes, MemReservedBytes, false)   \
   X(I64, mem_peak_bytes, MemPeakBytes, false)
 
-#define RUNLENS_TRAIN_FIELDS(X)             \
-  X(SYM, run_id, RunId, true)               \
-  X(I64, step, Step, true)                  \
-  X(I32, rank, Rank, false)                 \
-  X(F64, loss, Loss, false)                 \
-  X(F64, val_loss, ValLoss, false)          \
-  X(F64, lr, Lr, false)                     \
-  X(F64, grad_norm, GradNorm, false)        \
-  X(F64, weight_norm, WeightNorm, false)    \
-  X(F64, loss_scale, LossScale, false)      \
-  X(I64, nan_count, NanCount, false)        \
+#define RUNLENS_TRAIN_FIELDS(X)          \
+  X(SYM, run_id, RunId, true)            \
+  X(I64, step, Step, true)               \
+  X(I32, rank, Rank, false)              \
+  X(F64, loss, Loss, false)              \
+  X(F64, val_loss, ValLoss, false)       \
+  X(F64, lr, Lr, false)                  \
+  X(F64, grad_norm, GradNorm, false)     \
+  X(F64, weight_norm, WeightNorm, false) \
+  X(F64, loss_scale, LossScale, false)   \
+  X(I64, nan_count, NanCount, false)     \
   X(I64, inf_count, InfCount, false)
 
-#define RUNLENS_GPU_FIELDS(X)                             \
-  X(SYM, node, Node, true)                                \
-  X(I32, gpu, Gpu, true)                                  \
-  X(F64, util_pct, UtilPct, false)                        \
-  X(F64, sm_active_pct, SmActivePct, false)               \
-  X(F64, tensor_active_pct, TensorActivePct, false)       \
-  X(I64, mem_used_bytes, MemUsedBytes, false)             \
-  X(I64, mem_total_bytes, MemTotalBytes, false)           \
-  X(F64, temp_c, TempC, false)                            \
-  X(F64, power_w, PowerW, false)                          \
-  X(F64, power_limit_w, PowerLimitW, false)               \
-  X(F64, sm_clock_mhz, SmClockMhz, false)                 \
-  X(F64, mem_clock_mhz, MemClockMhz, false)               \
-  X(I64, throttle_reasons, ThrottleReasons, false)        \
-  X(I64, ecc_sbe_total, EccSbeTotal, false)               \
-  X(I64, ecc_dbe_total, EccDbeTotal, false)               \
-  X(I64, xid, Xid, false)                                 \
-  X(I64, pcie_replay_total, PcieReplayTotal, false)       \
-  X(I64, nvlink_errors_total, NvlinkErrorsTotal, false)   \
-  X(F64, nvlink_tx_bps, NvlinkTxBps, false)               \
+#define RUNLENS_GPU_FIELDS(X)                           \
+  X(SYM, node, Node, true)                              \
+  X(I32, gpu, Gpu, true)                                \
+  X(F64, util_pct, UtilPct, false)                      \
+  X(F64, sm_active_pct, SmActivePct, false)             \
+  X(F64, tensor_active_pct, TensorActivePct, false)     \
+  X(I64, mem_used_bytes, MemUsedBytes, false)           \
+  X(I64, mem_total_bytes, MemTotalBytes, false)         \
+  X(F64, temp_c, TempC, false)                          \
+  X(F64, power_w, PowerW, false)                        \
+  X(F64, power_limit_w, PowerLimitW, false)             \
+  X(F64, sm_clock_mhz, SmClockMhz, false)               \
+  X(F64, mem_clock_mhz, MemClockMhz, false)             \
+  X(I64, throttle_reasons, ThrottleReasons, false)      \
+  X(I64, ecc_sbe_total, EccSbeTotal, false)             \
+  X(I64, ecc_dbe_total, EccDbeTotal, false)             \
+  X(I64, xid, Xid, false)                               \
+  X(I64, pcie_replay_total, PcieReplayTotal, false)     \
+  X(I64, nvlink_errors_total, NvlinkErrorsTotal, false) \
+  X(F64, nvlink_tx_bps, NvlinkTxBps, false)             \
   X(F64, nvlink_rx_bps, NvlinkRxBps, false)
 
-#define RUNLENS_NODE_FIELDS(X)                            \
-  X(SYM, node, Node, true)                                \
-  X(F64, cpu_pct, CpuPct, false)                          \
-  X(I64, mem_used_bytes, MemUsedBytes, false)             \
-  X(I64, mem_total_bytes, MemTotalBytes, false)           \
-  X(F64, disk_read_bps, DiskReadBps, false)               \
-  X(F64, disk_write_bps, DiskWriteBps, false)             \
-  X(F64, net_tx_bps, NetTxBps, false)                     \
-  X(F64, net_rx_bps, NetRxBps, false)                     \
+#define RUNLENS_NODE_FIELDS(X)                              \
+  X(SYM, node, Node, true)                                  \
+  X(F64, cpu_pct, CpuPct, false)                            \
+  X(I64, mem_used_bytes, MemUsedBytes, false)               \
+  X(I64, mem_total_bytes, MemTotalBytes, false)             \
+  X(F64, disk_read_bps, DiskReadBps, false)                 \
+  X(F64, disk_write_bps, DiskWriteBps, false)               \
+  X(F64, net_tx_bps, NetTxBps, false)                       \
+  X(F64, net_rx_bps, NetRxBps, false)                       \
   X(I64, tcp_retransmits_total, TcpRetransmitsTotal, false) \
   X(I64, rdma_errors_total, RdmaErrorsTotal, false)
 
@@ -143,29 +143,29 @@ enum class FieldType : uint8_t { kI32, kI64, kF64, kBOOL, kSYM, kSTR, kCONFIG, k
   X(F64, latency_ms, LatencyMs, true) \
   X(I64, bytes, Bytes, false)
 
-#define RUNLENS_DATA_FIELDS(X)                          \
-  X(SYM, run_id, RunId, true)                           \
-  X(I32, rank, Rank, true)                              \
-  X(I64, step, Step, false)                             \
-  X(F64, batch_load_ms, BatchLoadMs, false)             \
-  X(F64, decode_ms, DecodeMs, false)                    \
-  X(F64, tokenize_ms, TokenizeMs, false)                \
+#define RUNLENS_DATA_FIELDS(X)                            \
+  X(SYM, run_id, RunId, true)                             \
+  X(I32, rank, Rank, true)                                \
+  X(I64, step, Step, false)                               \
+  X(F64, batch_load_ms, BatchLoadMs, false)               \
+  X(F64, decode_ms, DecodeMs, false)                      \
+  X(F64, tokenize_ms, TokenizeMs, false)                  \
   X(I64, prefetch_queue_depth, PrefetchQueueDepth, false) \
-  X(F64, cache_hit_rate, CacheHitRate, false)           \
-  X(F64, storage_read_ms, StorageReadMs, false)         \
-  X(I64, bytes_read, BytesRead, false)                  \
-  X(SYM, dataset_shard, DatasetShard, false)            \
+  X(F64, cache_hit_rate, CacheHitRate, false)             \
+  X(F64, storage_read_ms, StorageReadMs, false)           \
+  X(I64, bytes_read, BytesRead, false)                    \
+  X(SYM, dataset_shard, DatasetShard, false)              \
   X(SYM, dataset_version, DatasetVersion, false)
 
-#define RUNLENS_CHECKPOINT_FIELDS(X)          \
-  X(SYM, run_id, RunId, true)                 \
-  X(SYM, checkpoint_id, CheckpointId, true)   \
-  X(I64, step, Step, false)                   \
-  X(F64, duration_ms, DurationMs, false)      \
-  X(I64, size_bytes, SizeBytes, false)        \
-  X(F64, upload_ms, UploadMs, false)          \
-  X(BOOL, ok, Ok, false)                      \
-  X(STR, uri, Uri, false)                     \
+#define RUNLENS_CHECKPOINT_FIELDS(X)        \
+  X(SYM, run_id, RunId, true)               \
+  X(SYM, checkpoint_id, CheckpointId, true) \
+  X(I64, step, Step, false)                 \
+  X(F64, duration_ms, DurationMs, false)    \
+  X(I64, size_bytes, SizeBytes, false)      \
+  X(F64, upload_ms, UploadMs, false)        \
+  X(BOOL, ok, Ok, false)                    \
+  X(STR, uri, Uri, false)                   \
   X(STR, sha256, Sha256, false)
 
 // The contract's `event` type; the struct is called Occurrence so that
@@ -181,7 +181,7 @@ enum class FieldType : uint8_t { kI32, kI64, kF64, kBOOL, kSYM, kSTR, kCONFIG, k
   X(STR, message, Message, false)    \
   X(SYM, key, Key, false)            \
   X(VALUE, old, Old, false)          \
-  X(VALUE, new_, New, false)  /* JSONL name "new" */
+  X(VALUE, new_, New, false) /* JSONL name "new" */
 
 #define RUNLENS_RUN_END_FIELDS(X) \
   X(SYM, run_id, RunId, true)     \
@@ -194,15 +194,15 @@ enum class FieldType : uint8_t { kI32, kI64, kF64, kBOOL, kSYM, kSTR, kCONFIG, k
 // Generates: the struct with one member per field, an enum F of its fields,
 // and presence helpers. `new` is a C++ keyword: its member is `new_` and the
 // field tables strip the trailing '_' to get the JSONL name.
-#define RUNLENS_DEFINE_BODY(Struct, LIST)                                   \
-  struct Struct {                                                           \
-    enum class F : uint8_t { LIST(RUNLENS_ENUM_) kCount };                  \
-    LIST(RUNLENS_MEMBER_)                                                   \
-    uint32_t present = 0;                                                   \
+#define RUNLENS_DEFINE_BODY(Struct, LIST)                                      \
+  struct Struct {                                                              \
+    enum class F : uint8_t { LIST(RUNLENS_ENUM_) kCount };                     \
+    LIST(RUNLENS_MEMBER_)                                                      \
+    uint32_t present = 0;                                                      \
     bool has(F f) const { return (present >> static_cast<unsigned>(f)) & 1u; } \
-    void set_present(F f) { present |= 1u << static_cast<unsigned>(f); }    \
-    void clear(F f) { present &= ~(1u << static_cast<unsigned>(f)); }       \
-    bool operator==(const Struct&) const = default;                         \
+    void set_present(F f) { present |= 1u << static_cast<unsigned>(f); }       \
+    void clear(F f) { present &= ~(1u << static_cast<unsigned>(f)); }          \
+    bool operator==(const Struct&) const = default;                            \
   };
 
 RUNLENS_DEFINE_BODY(RunStart, RUNLENS_RUN_START_FIELDS)
@@ -240,7 +240,7 @@ enum class Kind : uint8_t {
 };
 constexpr int kContractKinds = 10;
 
-std::string_view kind_name(Kind k);              // "run_start", ..., "step_record", "alert"
+std::string_view kind_name(Kind k);                // "run_start", ..., "step_record", "alert"
 bool kind_from_name(std::string_view, Kind* out);  // contract and derived names
 
 // Shed priorities (spec section 47): lower is more important.
@@ -251,16 +251,20 @@ enum class Priority : uint8_t { kP0 = 0, kP1 = 1, kP2 = 2, kP3 = 3 };
 struct Record {
   int64_t time_ns = 0;
   Symbol tenant;  // empty means "default"
-  std::variant<std::shared_ptr<const RunStart>, Step, Train, Gpu, NodeSample, Collective, DataSample,
-               Checkpoint, Occurrence, RunEnd, std::shared_ptr<const StepRecord>,
-               std::shared_ptr<const StepStats>, std::shared_ptr<const Alert>>
+  std::variant<std::shared_ptr<const RunStart>, Step, Train, Gpu, NodeSample, Collective, DataSample, Checkpoint,
+               Occurrence, RunEnd, std::shared_ptr<const StepRecord>, std::shared_ptr<const StepStats>,
+               std::shared_ptr<const Alert>>
       body;
 
   Kind kind() const { return static_cast<Kind>(body.index()); }
   template <class T>
-  const T& as() const { return std::get<T>(body); }
+  const T& as() const {
+    return std::get<T>(body);
+  }
   template <class T>
-  const T* get_if() const { return std::get_if<T>(&body); }
+  const T* get_if() const {
+    return std::get_if<T>(&body);
+  }
   const RunStart& run_start() const { return *std::get<0>(body); }
   const StepRecord& step_record() const { return *std::get<10>(body); }
   const StepStats& step_stats() const { return *std::get<11>(body); }

@@ -21,9 +21,7 @@ struct Table {
   std::atomic<std::string*> chunks[kMaxChunks] = {};
   uint32_t next = 1;
 
-  Table() {
-    chunks[0].store(new std::string[kChunkSize], std::memory_order_release);
-  }
+  Table() { chunks[0].store(new std::string[kChunkSize], std::memory_order_release); }
 };
 
 Table& table() {

@@ -13,9 +13,24 @@ bool parse_fault(const std::string& text, Fault* f, std::string* error) {
   *f = Fault();
   size_t colon = text.find(':');
   f->kind = text.substr(0, colon);
-  static const char* kKinds[] = {"straggler", "nan", "missing_rank", "gc_pause", "lr_change",
-                                 "thermal", "power_cap", "host_cpu", "slow_shard", "network", "oom", "xid", "ecc",
-                                 "config_slowdown", "slow_checkpoint", "checkpoint_failure", "clock_low", "nvlink",
+  static const char* kKinds[] = {"straggler",
+                                 "nan",
+                                 "missing_rank",
+                                 "gc_pause",
+                                 "lr_change",
+                                 "thermal",
+                                 "power_cap",
+                                 "host_cpu",
+                                 "slow_shard",
+                                 "network",
+                                 "oom",
+                                 "xid",
+                                 "ecc",
+                                 "config_slowdown",
+                                 "slow_checkpoint",
+                                 "checkpoint_failure",
+                                 "clock_low",
+                                 "nvlink",
                                  "pcie_replay"};
   if (std::find(std::begin(kKinds), std::end(kKinds), f->kind) == std::end(kKinds)) {
     std::string names;
@@ -43,23 +58,32 @@ bool parse_fault(const std::string& text, Fault* f, std::string* error) {
     if (eq == std::string::npos) return *error = "expected key=value in fault '" + text + "'", false;
     std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
     try {
-      if (k == "rank") f->rank = std::stoi(v);
-      else if (k == "from") f->from_step = std::stoll(v);
-      else if (k == "to") f->to_step = std::stoll(v);
-      else if (k == "step") f->from_step = f->to_step = std::stoll(v);
-      else if (k == "factor") f->factor = std::stod(v);
-      else if (k == "code") f->code = std::stoll(v);
-      else if (k == "shard") f->shard = std::stoi(v);
-      else return *error = "unknown fault parameter '" + k + "' in '" + text + "'", false;
+      if (k == "rank")
+        f->rank = std::stoi(v);
+      else if (k == "from")
+        f->from_step = std::stoll(v);
+      else if (k == "to")
+        f->to_step = std::stoll(v);
+      else if (k == "step")
+        f->from_step = f->to_step = std::stoll(v);
+      else if (k == "factor")
+        f->factor = std::stod(v);
+      else if (k == "code")
+        f->code = std::stoll(v);
+      else if (k == "shard")
+        f->shard = std::stoi(v);
+      else
+        return *error = "unknown fault parameter '" + k + "' in '" + text + "'", false;
     } catch (...) {
       return *error = "invalid number '" + v + "' in fault '" + text + "'", false;
     }
   }
-  static const char* kNeedRank[] = {"thermal", "power_cap", "host_cpu", "oom", "xid", "ecc", "clock_low", "nvlink",
-                                    "pcie_replay"};
+  static const char* kNeedRank[] = {"thermal", "power_cap", "host_cpu", "oom",        "xid",
+                                    "ecc",     "clock_low", "nvlink",   "pcie_replay"};
   bool need_rank = std::find(std::begin(kNeedRank), std::end(kNeedRank), f->kind) != std::end(kNeedRank);
   if ((need_rank && f->rank < 0) || (f->kind == "slow_shard" && f->rank < 0 && f->shard < 0)) {
-    *error = "fault '" + f->kind + "' needs rank=R" + (f->kind == "slow_shard" ? " or shard=S" : "") + " in '" + text + "'";
+    *error =
+        "fault '" + f->kind + "' needs rank=R" + (f->kind == "slow_shard" ? " or shard=S" : "") + " in '" + text + "'";
     return false;
   }
   return true;
@@ -70,8 +94,10 @@ std::string fault_help() {
          "gc_pause:rank=R,step=K | lr_change:step=K,factor=F | "
          "thermal:rank=R,from=K[,to=T][,factor=2] (GPU hot, hw thermal slowdown, clock / F, rank F x slower) | "
          "power_cap:rank=R,from=K[,to=T][,factor=1.3] (power limit lowered, power_cap bit, clock / F) | "
-         "host_cpu:rank=R,from=K[,to=T][,factor=400] (the rank's node at ~97 % CPU, its ranks wait F ms more for data) | "
-         "slow_shard:shard=S|rank=R,from=K[,to=T][,factor=30] (storage reads of a shard F x slower, its readers wait) | "
+         "host_cpu:rank=R,from=K[,to=T][,factor=400] (the rank's node at ~97 % CPU, its ranks wait F ms more for data) "
+         "| "
+         "slow_shard:shard=S|rank=R,from=K[,to=T][,factor=30] (storage reads of a shard F x slower, its readers wait) "
+         "| "
          "network:from=K[,to=T][,rank=R][,factor=8] (collectives F x slower on all ranks, retransmits on R's node) | "
          "oom:rank=R,step=K (long-sequence batches, then CUDA OOM at K; the run fails) | "
          "xid:rank=R,step=K[,code=79] (XID on R's GPU, which leaves the bus: R goes missing) | "
@@ -126,7 +152,8 @@ void add_rank_detail(Step& s, int64_t t_report, Symbol shard, double storage_fac
     s.mem_reserved_bytes = static_cast<int64_t>(85.4e9);
     s.mem_peak_bytes = static_cast<int64_t>((84.9 + 0.3 * u(rng2)) * 1e9);
   }
-  for (auto f : {Step::F::dataset_shard, Step::F::mem_allocated_bytes, Step::F::mem_reserved_bytes, Step::F::mem_peak_bytes}) {
+  for (auto f :
+       {Step::F::dataset_shard, Step::F::mem_allocated_bytes, Step::F::mem_reserved_bytes, Step::F::mem_peak_bytes}) {
     s.set_present(f);
   }
   DataSample d;
@@ -192,8 +219,9 @@ void add_gpu_detail(const Options& o, int64_t step, int32_t rank, Gpu& s, GpuCou
     if (f.kind == "xid" && step == f.from_step) s.xid = f.code;
   }
   s.ecc_sbe_total = c.sbe, s.ecc_dbe_total = c.dbe, s.pcie_replay_total = c.pcie, s.nvlink_errors_total = c.nvlink;
-  for (auto f : {Gpu::F::throttle_reasons, Gpu::F::xid, Gpu::F::sm_active_pct, Gpu::F::mem_clock_mhz,
-                 Gpu::F::ecc_sbe_total, Gpu::F::ecc_dbe_total, Gpu::F::pcie_replay_total, Gpu::F::nvlink_errors_total}) {
+  for (auto f :
+       {Gpu::F::throttle_reasons, Gpu::F::xid, Gpu::F::sm_active_pct, Gpu::F::mem_clock_mhz, Gpu::F::ecc_sbe_total,
+        Gpu::F::ecc_dbe_total, Gpu::F::pcie_replay_total, Gpu::F::nvlink_errors_total}) {
     s.set_present(f);
   }
 }
@@ -220,11 +248,13 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
     rs->dataset_version = Symbol::intern("v42");
     rs->gpu_peak_flops = 989e12;
     rs->model_flops_per_token = 6 * 7e9;
-    rs->config = {{"lr", Value::of(3e-4)}, {"global_batch", Value::of(1024.0)}, {"optimizer", Value::of(std::string("adamw"))}};
-    for (int32_t r = 0; r < o.ranks; ++r) rs->ranks.push_back({r, node_names[r / o.gpus_per_node], r % o.gpus_per_node});
-    for (auto f : {RunStart::F::run_id, RunStart::F::world_size, RunStart::F::model_id, RunStart::F::dataset_version,
-                   RunStart::F::gpu_peak_flops, RunStart::F::model_flops_per_token, RunStart::F::config,
-                   RunStart::F::ranks}) {
+    rs->config = {
+        {"lr", Value::of(3e-4)}, {"global_batch", Value::of(1024.0)}, {"optimizer", Value::of(std::string("adamw"))}};
+    for (int32_t r = 0; r < o.ranks; ++r)
+      rs->ranks.push_back({r, node_names[r / o.gpus_per_node], r % o.gpus_per_node});
+    for (auto f :
+         {RunStart::F::run_id, RunStart::F::world_size, RunStart::F::model_id, RunStart::F::dataset_version,
+          RunStart::F::gpu_peak_flops, RunStart::F::model_flops_per_token, RunStart::F::config, RunStart::F::ranks}) {
       rs->set_present(f);
     }
     Record r;
@@ -252,7 +282,8 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
   auto node_of = [&](int32_t rank) { return rank >= 0 ? rank / o.gpus_per_node : 0; };
   std::vector<GpuCounters> gpu_counters(static_cast<size_t>(o.ranks));
   std::vector<int64_t> tcp_retransmits(static_cast<size_t>(nodes));
-  for (auto& c : gpu_counters) c.sbe = static_cast<int64_t>(uni2(rng2) * 200), c.pcie = static_cast<int64_t>(uni2(rng2) * 5);
+  for (auto& c : gpu_counters)
+    c.sbe = static_cast<int64_t>(uni2(rng2) * 200), c.pcie = static_cast<int64_t>(uni2(rng2) * 5);
   for (auto& n : tcp_retransmits) n = static_cast<int64_t>(uni2(rng2) * 10000);
   std::vector<double> extra_wait(static_cast<size_t>(o.ranks));
   bool checkpoint_failed_once = false;
@@ -326,7 +357,8 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
       }
       out.push_back(make(t + 700'000'000, e));
       RunEnd end;
-      end.run_id = run, end.status = Symbol::intern("failed"), end.reason = "CUDA out of memory on rank " + std::to_string(r);
+      end.run_id = run, end.status = Symbol::intern("failed"),
+      end.reason = "CUDA out of memory on rank " + std::to_string(r);
       for (auto fl : {RunEnd::F::run_id, RunEnd::F::status, RunEnd::F::reason}) end.set_present(fl);
       out.push_back(make(t + 60'000'000'000, end));
       sink(out);
@@ -355,9 +387,9 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
       s.step_ms = s.forward_ms + s.backward_ms + s.optimizer_ms + s.comm_ms + data_wait;
       s.tokens = seq_len * micro_batch;
       s.seq_len = seq_len;
-      for (auto f : {Step::F::run_id, Step::F::rank, Step::F::step, Step::F::step_ms, Step::F::forward_ms,
-                     Step::F::backward_ms, Step::F::optimizer_ms, Step::F::comm_ms, Step::F::data_wait_ms,
-                     Step::F::tokens, Step::F::seq_len}) {
+      for (auto f :
+           {Step::F::run_id, Step::F::rank, Step::F::step, Step::F::step_ms, Step::F::forward_ms, Step::F::backward_ms,
+            Step::F::optimizer_ms, Step::F::comm_ms, Step::F::data_wait_ms, Step::F::tokens, Step::F::seq_len}) {
         s.set_present(f);
       }
       Record rec;
@@ -422,7 +454,8 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
     tr.loss = nan_now ? std::numeric_limits<double>::quiet_NaN() : loss;
     tr.lr = lr;
     tr.grad_norm = nan_now ? std::numeric_limits<double>::infinity() : grad_norm;
-    for (auto f : {Train::F::run_id, Train::F::step, Train::F::rank, Train::F::loss, Train::F::lr, Train::F::grad_norm}) {
+    for (auto f :
+         {Train::F::run_id, Train::F::step, Train::F::rank, Train::F::loss, Train::F::lr, Train::F::grad_norm}) {
       tr.set_present(f);
     }
     diverged |= nan_now;
@@ -448,8 +481,9 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
           s.sm_clock_mhz = 1980;
           s.mem_used_bytes = 77LL << 30;
           s.mem_total_bytes = 80LL << 30;
-          for (auto f : {Gpu::F::node, Gpu::F::gpu, Gpu::F::util_pct, Gpu::F::temp_c, Gpu::F::power_w,
-                         Gpu::F::power_limit_w, Gpu::F::sm_clock_mhz, Gpu::F::mem_used_bytes, Gpu::F::mem_total_bytes}) {
+          for (auto f :
+               {Gpu::F::node, Gpu::F::gpu, Gpu::F::util_pct, Gpu::F::temp_c, Gpu::F::power_w, Gpu::F::power_limit_w,
+                Gpu::F::sm_clock_mhz, Gpu::F::mem_used_bytes, Gpu::F::mem_total_bytes}) {
             s.set_present(f);
           }
           if (detail) add_gpu_detail(o, step, rank, s, gpu_counters[static_cast<size_t>(rank)], rng2);
@@ -468,7 +502,8 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
           int64_t& tcp = tcp_retransmits[static_cast<size_t>(n)];
           tcp += static_cast<int64_t>(20 + 80 * uni2(rng2));
           for (const auto& f : o.faults) {
-            if (f.kind == "network" && active(f, step) && node_of(f.rank) == n) tcp += static_cast<int64_t>(5000 + 2000 * uni2(rng2));
+            if (f.kind == "network" && active(f, step) && node_of(f.rank) == n)
+              tcp += static_cast<int64_t>(5000 + 2000 * uni2(rng2));
             if (f.kind == "host_cpu" && active(f, step) && node_of(f.rank) == n) ns.cpu_pct = 96 + 3 * uni2(rng2);
           }
           if (uni2(rng2) < 0.01) tcp = 0;
@@ -477,8 +512,9 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
           ns.mem_total_bytes = static_cast<int64_t>(2048e9);
           ns.net_tx_bps = ns.net_rx_bps = 40e9 * (0.8 + 0.2 * uni2(rng2));
           ns.disk_read_bps = 2e9 * (0.5 + uni2(rng2));
-          for (auto f : {NodeSample::F::tcp_retransmits_total, NodeSample::F::mem_used_bytes, NodeSample::F::mem_total_bytes,
-                         NodeSample::F::net_tx_bps, NodeSample::F::net_rx_bps, NodeSample::F::disk_read_bps}) {
+          for (auto f :
+               {NodeSample::F::tcp_retransmits_total, NodeSample::F::mem_used_bytes, NodeSample::F::mem_total_bytes,
+                NodeSample::F::net_tx_bps, NodeSample::F::net_rx_bps, NodeSample::F::disk_read_bps}) {
             ns.set_present(f);
           }
         }
@@ -507,8 +543,9 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
       c.upload_ms = 30000 + 10000 * uni2(rng2);
       c.ok = !fail;
       c.uri = "s3://checkpoints/" + o.run_id + "/step-" + std::to_string(step);
-      for (auto f : {Checkpoint::F::run_id, Checkpoint::F::checkpoint_id, Checkpoint::F::step, Checkpoint::F::duration_ms,
-                     Checkpoint::F::size_bytes, Checkpoint::F::upload_ms, Checkpoint::F::ok, Checkpoint::F::uri}) {
+      for (auto f :
+           {Checkpoint::F::run_id, Checkpoint::F::checkpoint_id, Checkpoint::F::step, Checkpoint::F::duration_ms,
+            Checkpoint::F::size_bytes, Checkpoint::F::upload_ms, Checkpoint::F::ok, Checkpoint::F::uri}) {
         c.set_present(f);
       }
       if (fail) c.clear(Checkpoint::F::upload_ms);
@@ -561,8 +598,10 @@ void apply_identity(const Identity& id, std::vector<Record>& rows) {
       if (!id.code_commit.empty()) rs->code_commit = id.code_commit, rs->set_present(RunStart::F::code_commit);
       for (const auto& [k, v] : id.config) {
         auto it = std::find_if(rs->config.begin(), rs->config.end(), [&](const auto& kv) { return kv.first == k; });
-        if (it != rs->config.end()) it->second = v;
-        else rs->config.emplace_back(k, v);
+        if (it != rs->config.end())
+          it->second = v;
+        else
+          rs->config.emplace_back(k, v);
         rs->set_present(RunStart::F::config);
       }
       r.body = std::shared_ptr<const RunStart>(std::move(rs));

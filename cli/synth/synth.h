@@ -39,10 +39,10 @@ struct Options {
   int64_t steps = 200;
   int32_t gpus_per_node = 8;
   uint64_t seed = 1;
-  double step_ms = 1900;         // median work per step
-  double jitter = 0.03;          // relative per-rank noise
-  double gc_pause_rate = 0.002;  // chance per rank and step of a one-step pause (healthy noise)
-  int64_t gpu_every = 10;        // steps between GPU and node samples
+  double step_ms = 1900;                   // median work per step
+  double jitter = 0.03;                    // relative per-rank noise
+  double gc_pause_rate = 0.002;            // chance per rank and step of a one-step pause (healthy noise)
+  int64_t gpu_every = 10;                  // steps between GPU and node samples
   int64_t start_ns = 1767225600000000000;  // 2026-01-01T00:00:00Z
   std::vector<Fault> faults;
   // Detail telemetry: data, collective and checkpoint events, step memory and

@@ -1,8 +1,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "formats/jsonl_codec.h"
 #include "connectors/sinks/sinks.h"
+#include "formats/jsonl_codec.h"
 
 namespace runlens::connectors {
 namespace {
@@ -25,8 +25,10 @@ class ConsoleSink final : public Operator {
   void process(const Record& r, Emitter&) override {
     if (!(kinds_ & mask(r.kind()))) return;
     std::string line;
-    if (json_ || r.kind() != Kind::kAlert) jsonl::encode_record(r, &line);
-    else line = human(r.alert());
+    if (json_ || r.kind() != Kind::kAlert)
+      jsonl::encode_record(r, &line);
+    else
+      line = human(r.alert());
     line.push_back('\n');
     std::fwrite(line.data(), 1, line.size(), stdout);
   }
@@ -59,7 +61,13 @@ void RegisterConsoleSink(Registry& registry) {
   info.doc = "Prints rows on standard output as they are released: alerts as one readable line each, or JSON.";
   info.params = {
       {"kinds", runtime::ParamType::kStringList, "[alert]", "Row kinds to print.", {}, {}, {}},
-      {"format", runtime::ParamType::kString, "text", "text (alerts as readable lines) or json.", {"text", "json"}, {}, {}},
+      {"format",
+       runtime::ParamType::kString,
+       "text",
+       "text (alerts as readable lines) or json.",
+       {"text", "json"},
+       {},
+       {}},
   };
   info.accepts = ~0u >> (32 - static_cast<unsigned>(Kind::kCount));
   registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {

@@ -3,8 +3,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "formats/jsonl_codec.h"
 #include "connectors/sinks/sinks.h"
+#include "formats/jsonl_codec.h"
 
 namespace runlens::connectors {
 
@@ -22,7 +22,8 @@ namespace {
 
 class JsonlSink final : public Operator {
  public:
-  JsonlSink(std::string path, uint32_t kinds, bool flush_each) : path_(std::move(path)), kinds_(kinds), flush_each_(flush_each) {
+  JsonlSink(std::string path, uint32_t kinds, bool flush_each)
+      : path_(std::move(path)), kinds_(kinds), flush_each_(flush_each) {
     std::error_code ec;
     auto parent = std::filesystem::path(path_).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
@@ -48,9 +49,7 @@ class JsonlSink final : public Operator {
     if (dirty_ && flush_each_) std::fflush(f_);
     dirty_ = false;
   }
-  void finish(Emitter&) override {
-    std::fflush(f_);
-  }
+  void finish(Emitter&) override { std::fflush(f_); }
 
  private:
   std::string path_;
@@ -86,9 +85,27 @@ void RegisterJsonlSink(Registry& registry) {
       "Writes rows as JSON lines to a file, in canonical event-time order: alerts per the alert contract, "
       "telemetry per the telemetry contract. The file is replaced at start.";
   info.params = {
-      {"path", runtime::ParamType::kString, std::nullopt, "File to write (parent directories are created).", {}, {}, {}},
-      {"kinds", runtime::ParamType::kStringList, "[alert]", "Row kinds to write (alert, step, train, ..., step_record).", {}, {}, {}},
-      {"flush", runtime::ParamType::kBool, "true", "Flush after each watermark, so live readers see rows promptly.", {}, {}, {}},
+      {"path",
+       runtime::ParamType::kString,
+       std::nullopt,
+       "File to write (parent directories are created).",
+       {},
+       {},
+       {}},
+      {"kinds",
+       runtime::ParamType::kStringList,
+       "[alert]",
+       "Row kinds to write (alert, step, train, ..., step_record).",
+       {},
+       {},
+       {}},
+      {"flush",
+       runtime::ParamType::kBool,
+       "true",
+       "Flush after each watermark, so live readers see rows promptly.",
+       {},
+       {},
+       {}},
   };
   info.accepts = ~0u >> (32 - static_cast<unsigned>(Kind::kCount));
   registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {

@@ -1,7 +1,7 @@
 #include <zmq.hpp>
 
-#include "formats/jsonl_codec.h"
 #include "connectors/sinks/sinks.h"
+#include "formats/jsonl_codec.h"
 
 namespace runlens::connectors {
 namespace {

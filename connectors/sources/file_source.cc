@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "formats/input_reader.h"
 #include "connectors/sources/sources.h"
+#include "formats/input_reader.h"
 
 namespace runlens::connectors {
 
@@ -177,7 +177,8 @@ class FileSource final : public runtime::SourceDef<Record> {
       if (due > std::chrono::steady_clock::now() + std::chrono::milliseconds(5)) {
         flush();
         while (!out.stopping() && std::chrono::steady_clock::now() < due) {
-          std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+          std::this_thread::sleep_until(
+              std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
         }
       }
       chunk.push_back(std::move(rows[i]));
@@ -212,7 +213,8 @@ void RegisterFileSource(Registry& registry) {
     o.paths = ctx.params->get_list("paths");
     if (o.paths.empty()) ctx.fail("paths", "paths must name at least one file");
     auto speed = parse_speed(ctx.params->get_string("speed"));
-    if (!speed) ctx.fail("speed", "invalid speed '" + ctx.params->get_string("speed") + "' (max, realtime or e.g. 10x)");
+    if (!speed)
+      ctx.fail("speed", "invalid speed '" + ctx.params->get_string("speed") + "' (max, realtime or e.g. 10x)");
     o.speed = *speed;
     return MakeFileSource(std::move(o));
   });

@@ -25,7 +25,7 @@ std::optional<double> parse_speed(const std::string& text);
 std::unique_ptr<runtime::SourceDef<Record>> MakeFileSource(FileSourceOptions options);
 
 struct ZmqSourceOptions {
-  std::string bind;     // one of bind / connect
+  std::string bind;  // one of bind / connect
   std::string connect;
   bool subscribe = false;  // SUB instead of PULL
   std::string topic;       // SUB prefix

@@ -1,11 +1,10 @@
-#include <zmq.hpp>
-
 #include <atomic>
 #include <chrono>
+#include <zmq.hpp>
 
+#include "connectors/sources/sources.h"
 #include "formats/capnp_codec.h"
 #include "formats/recording.h"
-#include "connectors/sources/sources.h"
 
 namespace runlens::connectors {
 namespace {
@@ -24,11 +23,14 @@ class ZmqSource final : public runtime::SourceDef<Record> {
     if (o_.subscribe) sock.set(zmq::sockopt::subscribe, o_.topic);
     const std::string& endpoint = o_.bind.empty() ? o_.connect : o_.bind;
     try {
-      if (!o_.bind.empty()) sock.bind(o_.bind);
-      else sock.connect(o_.connect);
+      if (!o_.bind.empty())
+        sock.bind(o_.bind);
+      else
+        sock.connect(o_.connect);
     } catch (const zmq::error_t& e) {
       throw runtime::ConfigError({runtime::Diagnostic{
-          {}, "sources." + out.node_id(),
+          {},
+          "sources." + out.node_id(),
           std::string("cannot ") + (o_.bind.empty() ? "connect to " : "bind ") + endpoint + ": " + e.what()}});
     }
     // Optionally keep every frame as it came, so a replay of the recording
@@ -65,8 +67,9 @@ class ZmqSource final : public runtime::SourceDef<Record> {
         std::string where = endpoint + "#frame " + std::to_string(frame_no);
         if (o_.subscribe && msg.more()) continue;  // topic frame of a multipart message
         if (static_cast<int64_t>(msg.size()) > o_.max_frame_bytes) {
-          dead(out, where, "oversized frame: " + std::to_string(msg.size()) + " bytes (max_frame_bytes " +
-                               std::to_string(o_.max_frame_bytes) + ")");
+          dead(out, where,
+               "oversized frame: " + std::to_string(msg.size()) + " bytes (max_frame_bytes " +
+                   std::to_string(o_.max_frame_bytes) + ")");
           continue;
         }
         rows.clear();
@@ -110,16 +113,17 @@ class ZmqSource final : public runtime::SourceDef<Record> {
   // watermark past everything else and make it all late. Live event times are
   // wall-clock times, so reject those beyond max_future of this host's clock.
   void drop_future(runtime::SourceOutput<Record>& out, std::vector<Record>& rows, const std::string& where) {
-    int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count();
+    int64_t now =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
     size_t kept = 0;
     for (size_t i = 0; i < rows.size(); ++i) {
       if (rows[i].time_ns > now + o_.max_future_ns) {
-        dead(out, where, "event time " + std::to_string(rows[i].time_ns) + " is " +
-                             std::to_string((rows[i].time_ns - now) / 1'000'000'000) +
-                             " s ahead of this host's clock (max_future " +
-                             std::to_string(o_.max_future_ns / 1'000'000'000) + " s)");
+        dead(out, where,
+             "event time " + std::to_string(rows[i].time_ns) + " is " +
+                 std::to_string((rows[i].time_ns - now) / 1'000'000'000) +
+                 " s ahead of this host's clock (max_future " + std::to_string(o_.max_future_ns / 1'000'000'000) +
+                 " s)");
         continue;
       }
       if (kept != i) rows[kept] = std::move(rows[i]);
@@ -146,14 +150,45 @@ void RegisterZmqSource(Registry& registry) {
       "Receives Cap'n Proto telemetry batches over ZeroMQ from many senders at once (PULL, or SUB). A malformed or "
       "oversized frame is dead-lettered with its reason.";
   info.params = {
-      {"bind", runtime::ParamType::kString, "", "Endpoint to bind, e.g. tcp://127.0.0.1:5555 (or use connect).", {}, {}, {}},
+      {"bind",
+       runtime::ParamType::kString,
+       "",
+       "Endpoint to bind, e.g. tcp://127.0.0.1:5555 (or use connect).",
+       {},
+       {},
+       {}},
       {"connect", runtime::ParamType::kString, "", "Endpoint to connect to (instead of bind).", {}, {}, {}},
-      {"socket", runtime::ParamType::kString, "pull", "pull (senders PUSH) or sub (senders PUB).", {"pull", "sub"}, {}, {}},
+      {"socket",
+       runtime::ParamType::kString,
+       "pull",
+       "pull (senders PUSH) or sub (senders PUB).",
+       {"pull", "sub"},
+       {},
+       {}},
       {"topic", runtime::ParamType::kString, "", "With socket: sub, the topic prefix to subscribe to.", {}, {}, {}},
-      {"max_frame_bytes", runtime::ParamType::kInt, "67108864", "Largest frame accepted; larger ones are dead-lettered.", {}, 64, std::nullopt},
+      {"max_frame_bytes",
+       runtime::ParamType::kInt,
+       "67108864",
+       "Largest frame accepted; larger ones are dead-lettered.",
+       {},
+       64,
+       std::nullopt},
       {"rcvhwm", runtime::ParamType::kInt, "1000", "ZeroMQ receive high-water mark, in messages.", {}, 1, std::nullopt},
-      {"record", runtime::ParamType::kString, "", "If set, a recording file that gets every frame received, as received.", {}, {}, {}},
-      {"max_future", runtime::ParamType::kDuration, "10m", "Events stamped further ahead of this host's clock are dead-lettered (a bad clock would otherwise make everything else late).", {}, 0, std::nullopt},
+      {"record",
+       runtime::ParamType::kString,
+       "",
+       "If set, a recording file that gets every frame received, as received.",
+       {},
+       {},
+       {}},
+      {"max_future",
+       runtime::ParamType::kDuration,
+       "10m",
+       "Events stamped further ahead of this host's clock are dead-lettered (a bad clock would otherwise make "
+       "everything else late).",
+       {},
+       0,
+       std::nullopt},
   };
   info.emits = kAllContractKinds;
   registry.add_source(std::move(info), [](const runtime::BuildContext& ctx) {

@@ -190,11 +190,10 @@ const std::vector<FieldSpec<Step>> kStepFields = {
 };
 
 const std::vector<FieldSpec<Train>> kTrainFields = {
-    RUNLENS_REQUIRED(Train, step),    RUNLENS_FIELD(Train, loss),
-    RUNLENS_FIELD(Train, val_loss),   RUNLENS_FIELD(Train, lr),
-    RUNLENS_FIELD(Train, grad_norm),  RUNLENS_FIELD(Train, weight_norm),
-    RUNLENS_FIELD(Train, loss_scale), RUNLENS_FIELD(Train, nan_count),
-    RUNLENS_FIELD(Train, inf_count),  RUNLENS_FIELD(Train, time_ns),
+    RUNLENS_REQUIRED(Train, step),    RUNLENS_FIELD(Train, loss),      RUNLENS_FIELD(Train, val_loss),
+    RUNLENS_FIELD(Train, lr),         RUNLENS_FIELD(Train, grad_norm), RUNLENS_FIELD(Train, weight_norm),
+    RUNLENS_FIELD(Train, loss_scale), RUNLENS_FIELD(Train, nan_count), RUNLENS_FIELD(Train, inf_count),
+    RUNLENS_FIELD(Train, time_ns),
 };
 
 const std::vector<FieldSpec<Data>> kDataFields = {
@@ -212,9 +211,8 @@ const std::vector<FieldSpec<Data>> kDataFields = {
 };
 
 const std::vector<FieldSpec<Collective>> kCollectiveFields = {
-    RUNLENS_FIELD(Collective, step),       RUNLENS_FIELD(Collective, op),
-    RUNLENS_FIELD(Collective, latency_ms), RUNLENS_FIELD(Collective, bytes),
-    RUNLENS_FIELD(Collective, time_ns),
+    RUNLENS_FIELD(Collective, step),  RUNLENS_FIELD(Collective, op),      RUNLENS_FIELD(Collective, latency_ms),
+    RUNLENS_FIELD(Collective, bytes), RUNLENS_FIELD(Collective, time_ns),
 };
 
 const std::vector<FieldSpec<Checkpoint>> kCheckpointFields = {
@@ -386,13 +384,14 @@ ConfigValue ToConfigValue(py::handle v) {
   return py::str(v).cast<std::string>();
 }
 
-std::unique_ptr<PyEmitter> MakeEmitter(
-    std::string endpoint, std::string run_id, int32_t rank, int32_t world_size, std::string node,
-    std::optional<int32_t> gpu, std::string tenant, std::optional<py::dict> config,
-    std::string experiment_id, std::string job_id, std::string model_id, std::string model_version,
-    std::string dataset_version, std::string code_commit, std::optional<double> gpu_peak_flops,
-    std::optional<double> model_flops_per_token, std::optional<py::list> ranks,
-    py::object buffer_capacity, uint32_t batch_size, double flush_interval_ms, int send_hwm) {
+std::unique_ptr<PyEmitter> MakeEmitter(std::string endpoint, std::string run_id, int32_t rank, int32_t world_size,
+                                       std::string node, std::optional<int32_t> gpu, std::string tenant,
+                                       std::optional<py::dict> config, std::string experiment_id, std::string job_id,
+                                       std::string model_id, std::string model_version, std::string dataset_version,
+                                       std::string code_commit, std::optional<double> gpu_peak_flops,
+                                       std::optional<double> model_flops_per_token, std::optional<py::list> ranks,
+                                       py::object buffer_capacity, uint32_t batch_size, double flush_interval_ms,
+                                       int send_hwm) {
   EmitterOptions o;
   o.endpoint = std::move(endpoint);
   o.run_id = std::move(run_id);
@@ -488,11 +487,16 @@ py::object StructToPython(const capnp::DynamicStruct::Reader& s) {
 
 py::object ToPython(const capnp::DynamicValue::Reader& value) {
   switch (value.getType()) {
-    case capnp::DynamicValue::VOID: return py::none();
-    case capnp::DynamicValue::BOOL: return py::bool_(value.as<bool>());
-    case capnp::DynamicValue::INT: return py::int_(value.as<int64_t>());
-    case capnp::DynamicValue::UINT: return py::int_(value.as<uint64_t>());
-    case capnp::DynamicValue::FLOAT: return py::float_(value.as<double>());
+    case capnp::DynamicValue::VOID:
+      return py::none();
+    case capnp::DynamicValue::BOOL:
+      return py::bool_(value.as<bool>());
+    case capnp::DynamicValue::INT:
+      return py::int_(value.as<int64_t>());
+    case capnp::DynamicValue::UINT:
+      return py::int_(value.as<uint64_t>());
+    case capnp::DynamicValue::FLOAT:
+      return py::float_(value.as<double>());
     case capnp::DynamicValue::TEXT: {
       auto text = value.as<capnp::Text>();
       return py::str(text.cStr(), text.size());
@@ -504,8 +508,7 @@ py::object ToPython(const capnp::DynamicValue::Reader& value) {
     case capnp::DynamicValue::LIST: {
       auto list = value.as<capnp::DynamicList>();
       const auto element = list.getSchema().getElementType();
-      if (element.isStruct() &&
-          element.asStruct().getProto().getId() == capnp::typeId<wire::ConfigEntry>()) {
+      if (element.isStruct() && element.asStruct().getProto().getId() == capnp::typeId<wire::ConfigEntry>()) {
         py::dict config;
         for (auto entry : list) {
           auto e = entry.as<capnp::DynamicStruct>();
@@ -517,9 +520,12 @@ py::object ToPython(const capnp::DynamicValue::Reader& value) {
       for (auto item : list) out.append(ToPython(item));
       return out;
     }
-    case capnp::DynamicValue::ENUM: return py::int_(value.as<capnp::DynamicEnum>().getRaw());
-    case capnp::DynamicValue::STRUCT: return StructToPython(value.as<capnp::DynamicStruct>());
-    default: return py::none();
+    case capnp::DynamicValue::ENUM:
+      return py::int_(value.as<capnp::DynamicEnum>().getRaw());
+    case capnp::DynamicValue::STRUCT:
+      return StructToPython(value.as<capnp::DynamicStruct>());
+    default:
+      return py::none();
   }
 }
 
@@ -536,8 +542,8 @@ void BodyToPython(const capnp::DynamicStruct::Reader& body, py::dict& out) {
 py::list DecodeBatch(py::bytes data) {
   std::string_view bytes = data;
   if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
-    throw py::value_error("decode_batch: not a Cap'n Proto message (size " +
-                          std::to_string(bytes.size()) + " is not a positive multiple of 8)");
+    throw py::value_error("decode_batch: not a Cap'n Proto message (size " + std::to_string(bytes.size()) +
+                          " is not a positive multiple of 8)");
   }
   // Copied so the words are aligned whatever Python's buffer is.
   auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
@@ -579,21 +585,18 @@ PYBIND11_MODULE(_native, m) {
 
   py::class_<PyEmitter>(m, "Emitter")
       .def(py::init(&MakeEmitter), py::arg("endpoint"), py::arg("run_id"), py::arg("rank") = 0,
-           py::arg("world_size") = 1, py::arg("node") = "", py::arg("gpu") = py::none(),
-           py::arg("tenant") = "", py::arg("config") = py::none(), py::arg("experiment_id") = "",
-           py::arg("job_id") = "", py::arg("model_id") = "", py::arg("model_version") = "",
-           py::arg("dataset_version") = "", py::arg("code_commit") = "",
-           py::arg("gpu_peak_flops") = py::none(), py::arg("model_flops_per_token") = py::none(),
-           py::arg("ranks") = py::none(), py::arg("buffer_capacity") = py::none(),
-           py::arg("batch_size") = 256, py::arg("flush_interval_ms") = 50.0,
+           py::arg("world_size") = 1, py::arg("node") = "", py::arg("gpu") = py::none(), py::arg("tenant") = "",
+           py::arg("config") = py::none(), py::arg("experiment_id") = "", py::arg("job_id") = "",
+           py::arg("model_id") = "", py::arg("model_version") = "", py::arg("dataset_version") = "",
+           py::arg("code_commit") = "", py::arg("gpu_peak_flops") = py::none(),
+           py::arg("model_flops_per_token") = py::none(), py::arg("ranks") = py::none(),
+           py::arg("buffer_capacity") = py::none(), py::arg("batch_size") = 256, py::arg("flush_interval_ms") = 50.0,
            py::arg("send_hwm") = 64)
       .def("emit", &PyEmitter::Emit, py::arg("type"), py::arg("fields"),
            "Queue one event; True when taken, False when dropped or invalid. Never raises.")
-      .def("close", &PyEmitter::Close, py::arg("timeout_s"), py::arg("status") = "completed",
-           py::arg("reason") = "")
+      .def("close", &PyEmitter::Close, py::arg("timeout_s"), py::arg("status") = "completed", py::arg("reason") = "")
       .def("stats", &PyEmitter::GetStats)
-      .def("_emit_steps_from_threads", &PyEmitter::EmitStepsFromThreads, py::arg("threads"),
-           py::arg("per_thread"));
+      .def("_emit_steps_from_threads", &PyEmitter::EmitStepsFromThreads, py::arg("threads"), py::arg("per_thread"));
 
   m.def("decode_batch", &DecodeBatch, py::arg("data"),
         "Decode one Batch message into a list of dicts with JSONL contract names.");

@@ -15,9 +15,15 @@ capnp::Text::Reader AsText(std::string_view s) { return capnp::Text::Reader(s.da
 
 void SetValue(wire::Value::Builder out, const ValueSlot& value, const Slot& slot) {
   switch (value.kind) {
-    case ValueKind::kNone: out.setNone(); break;
-    case ValueKind::kNumber: out.setNumber(value.number); break;
-    case ValueKind::kText: out.setText(AsText(slot.Text(value.text))); break;
+    case ValueKind::kNone:
+      out.setNone();
+      break;
+    case ValueKind::kNumber:
+      out.setNumber(value.number);
+      break;
+    case ValueKind::kText:
+      out.setText(AsText(slot.Text(value.text)));
+      break;
   }
 }
 
@@ -34,8 +40,7 @@ void EncodeRunStart(wire::RunStart::Builder out, const EmitterOptions& o) {
   text(o.job_id, p::run_start::kJobId, &wire::RunStart::Builder::setJobId);
   text(o.model_id, p::run_start::kModelId, &wire::RunStart::Builder::setModelId);
   text(o.model_version, p::run_start::kModelVersion, &wire::RunStart::Builder::setModelVersion);
-  text(o.dataset_version, p::run_start::kDatasetVersion,
-       &wire::RunStart::Builder::setDatasetVersion);
+  text(o.dataset_version, p::run_start::kDatasetVersion, &wire::RunStart::Builder::setDatasetVersion);
   text(o.code_commit, p::run_start::kCodeCommit, &wire::RunStart::Builder::setCodeCommit);
   if (o.gpu_peak_flops) {
     present |= p::run_start::kGpuPeakFlops;
@@ -202,14 +207,30 @@ kj::Array<capnp::word> BatchEncoder::Encode(std::span<const Slot> slots) const {
     event.setTimeNs(slot.time_ns);
     if (!options_.tenant.empty()) event.setTenant(options_.tenant);
     switch (slot.kind) {
-      case SlotKind::kRunStart: EncodeRunStart(event.initRunStart(), options_); break;
-      case SlotKind::kStep: EncodeStep(event.initStep(), slot, options_); break;
-      case SlotKind::kTrain: EncodeTrain(event.initTrain(), slot, options_); break;
-      case SlotKind::kData: EncodeData(event.initData(), slot, options_); break;
-      case SlotKind::kCollective: EncodeCollective(event.initCollective(), slot, options_); break;
-      case SlotKind::kCheckpoint: EncodeCheckpoint(event.initCheckpoint(), slot, options_); break;
-      case SlotKind::kEvent: EncodeEvent(event.initEvent(), slot, options_); break;
-      case SlotKind::kRunEnd: EncodeRunEnd(event.initRunEnd(), slot, options_); break;
+      case SlotKind::kRunStart:
+        EncodeRunStart(event.initRunStart(), options_);
+        break;
+      case SlotKind::kStep:
+        EncodeStep(event.initStep(), slot, options_);
+        break;
+      case SlotKind::kTrain:
+        EncodeTrain(event.initTrain(), slot, options_);
+        break;
+      case SlotKind::kData:
+        EncodeData(event.initData(), slot, options_);
+        break;
+      case SlotKind::kCollective:
+        EncodeCollective(event.initCollective(), slot, options_);
+        break;
+      case SlotKind::kCheckpoint:
+        EncodeCheckpoint(event.initCheckpoint(), slot, options_);
+        break;
+      case SlotKind::kEvent:
+        EncodeEvent(event.initEvent(), slot, options_);
+        break;
+      case SlotKind::kRunEnd:
+        EncodeRunEnd(event.initRunEnd(), slot, options_);
+        break;
     }
   }
   return capnp::messageToFlatArray(message);

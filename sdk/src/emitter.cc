@@ -30,8 +30,7 @@ namespace p = presence;
 using SteadyClock = std::chrono::steady_clock;
 
 int64_t WallClockNs() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -43,15 +42,13 @@ void SetIf(uint32_t& present, uint32_t bit, T& field, const std::optional<U>& va
   }
 }
 
-void SetText(Slot& slot, uint32_t& present, uint32_t bit, TextRef& field,
-             std::string_view value) noexcept {
+void SetText(Slot& slot, uint32_t& present, uint32_t bit, TextRef& field, std::string_view value) noexcept {
   if (value.empty()) return;
   field = slot.PutText(value);
   if (field.size != 0) present |= bit;
 }
 
-void SetValue(Slot& slot, uint32_t& present, uint32_t bit, ValueSlot& field,
-              const EventValue& value) noexcept {
+void SetValue(Slot& slot, uint32_t& present, uint32_t bit, ValueSlot& field, const EventValue& value) noexcept {
   if (const double* number = std::get_if<double>(&value)) {
     field.kind = ValueKind::kNumber;
     field.number = *number;
@@ -79,18 +76,15 @@ constexpr bool NonFinite(const std::optional<double>& v) { return v && !std::isf
 }  // namespace
 
 Priority PriorityOf(const Train& t) noexcept {
-  const bool failing = NonFinite(t.loss) || NonFinite(t.grad_norm) || t.nan_count.value_or(0) > 0 ||
-                       t.inf_count.value_or(0) > 0;
+  const bool failing =
+      NonFinite(t.loss) || NonFinite(t.grad_norm) || t.nan_count.value_or(0) > 0 || t.inf_count.value_or(0) > 0;
   return failing ? Priority::kP0 : Priority::kP1;
 }
 
-Priority PriorityOf(const Checkpoint& c) noexcept {
-  return c.ok.has_value() && !*c.ok ? Priority::kP0 : Priority::kP1;
-}
+Priority PriorityOf(const Checkpoint& c) noexcept { return c.ok.has_value() && !*c.ok ? Priority::kP0 : Priority::kP1; }
 
 Priority PriorityOfEventKind(std::string_view kind) noexcept {
-  static constexpr std::string_view kFailures[] = {"oom",          "xid",   "exception",
-                                                   "nccl_timeout", "abort", "restart"};
+  static constexpr std::string_view kFailures[] = {"oom", "xid", "exception", "nccl_timeout", "abort", "restart"};
   for (std::string_view failure : kFailures) {
     if (kind == failure) return Priority::kP0;
   }
@@ -169,8 +163,7 @@ class Emitter::Impl {
     dropped_[index].count.fetch_add(1, std::memory_order_relaxed);
   }
 
-  bool Close(std::chrono::milliseconds timeout, std::string_view status,
-             std::string_view reason) noexcept {
+  bool Close(std::chrono::milliseconds timeout, std::string_view status, std::string_view reason) noexcept {
     // A second close (or the destructor after close) waits for the first
     // one on the mutex and reports its result.
     std::lock_guard lock(close_mu_);
@@ -359,8 +352,7 @@ class Emitter::Impl {
     if (run_end_wanted_ && !run_end_taken_) Drop(Counts{1, 0, 0, 0}, true);
     if (socket_ != nullptr) {
       // What ZeroMQ still queues may use what is left of the timeout, no more.
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - SteadyClock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - SteadyClock::now());
       const int linger = static_cast<int>(std::max<int64_t>(left.count(), 0));
       zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
       zmq_close(socket_);
@@ -534,8 +526,7 @@ bool Emitter::emit(const Event& v) noexcept {
   });
 }
 
-bool Emitter::close(std::chrono::milliseconds timeout, std::string_view status,
-                    std::string_view reason) noexcept {
+bool Emitter::close(std::chrono::milliseconds timeout, std::string_view status, std::string_view reason) noexcept {
   return impl_->Close(timeout, status, reason);
 }
 

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "tests/cli/child_process.h"
 #include "engine/component_docs.h"
+#include "tests/cli/child_process.h"
 
 namespace {
 
@@ -74,7 +74,8 @@ TEST_CASE("validate reports each problem at file:line:col and exits 2") {
 TEST_CASE("an invalid pipeline runs nothing") {
   std::string dir = tmpdir("invalid");
   std::string path = write(dir, "bad.yaml", "sources: {s: {type: file, paths: [x]}}\nsinks: {a: {type: jsonl}}\n");
-  auto r = sh("replay " + kSrc + "/tests/golden/nan_loss/input.jsonl --quiet --pipeline " + path + " --out " + dir + "/out");
+  auto r =
+      sh("replay " + kSrc + "/tests/golden/nan_loss/input.jsonl --quiet --pipeline " + path + " --out " + dir + "/out");
   CHECK(r.code == 2);
   CHECK(r.output.find("missing 'inputs'") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir + "/out/alerts.jsonl"));
@@ -124,8 +125,9 @@ TEST_CASE("convert: JSONL -> recording -> JSONL is byte-identical") {
 TEST_CASE("graph prints DOT with every edge of the default pipeline") {
   auto r = sh("graph");
   CHECK(r.code == 0);
-  for (const char* edge : {"\"telemetry\" -> \"join\"", "\"join\" -> \"stragglers\"", "\"telemetry\" -> \"nan\"",
-                           "\"stragglers\" -> \"context\"", "\"context\" -> \"alerts\"", "\"diagnose\" -> \"alerts\""}) {
+  for (const char* edge :
+       {"\"telemetry\" -> \"join\"", "\"join\" -> \"stragglers\"", "\"telemetry\" -> \"nan\"",
+        "\"stragglers\" -> \"context\"", "\"context\" -> \"alerts\"", "\"diagnose\" -> \"alerts\""}) {
     CHECK(r.output.find(edge) != std::string::npos);
   }
 }

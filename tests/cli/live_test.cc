@@ -15,8 +15,8 @@
 
 #include "formats/capnp_codec.h"
 #include "formats/input_reader.h"
-#include "tests/operators/operator_run.h"
 #include "tests/cli/child_process.h"
+#include "tests/operators/operator_run.h"
 
 using namespace runlens;
 using namespace runlens::testing;
@@ -64,8 +64,10 @@ TEST_CASE("live: run + tail + record over ZeroMQ, and the recording replays to t
                      "RUNLENS_PUBLISH=" + publish},
                     d + "/run.log");
   pid_t rec = spawn({"record", "--bind", record_ep, "--out", d + "/live.rlrec"}, d + "/record.log");
-  REQUIRE(wait_for([&] { return std::filesystem::exists(d + "/in.sock") && std::filesystem::exists(d + "/alerts.sock") &&
-                                std::filesystem::exists(d + "/rec.sock"); }));
+  REQUIRE(wait_for([&] {
+    return std::filesystem::exists(d + "/in.sock") && std::filesystem::exists(d + "/alerts.sock") &&
+           std::filesystem::exists(d + "/rec.sock");
+  }));
   pid_t tail = spawn({"tail", "--connect", publish, "--kind", "straggler", "--count", "1"}, d + "/tail.log");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let the subscriber join
 
@@ -118,8 +120,9 @@ TEST_CASE("live: a port already in use is a clear error, exit 2") {
   zmq::socket_t holder(ctx, zmq::socket_type::pull);
   holder.bind("tcp://127.0.0.1:*");
   std::string taken = holder.get(zmq::sockopt::last_endpoint);
-  pid_t run = spawn({"run", "--out", d, "--set", "RUNLENS_LISTEN=" + taken, "--set", "RUNLENS_PUBLISH=ipc://" + d + "/p"},
-                    d + "/run.log");
+  pid_t run =
+      spawn({"run", "--out", d, "--set", "RUNLENS_LISTEN=" + taken, "--set", "RUNLENS_PUBLISH=ipc://" + d + "/p"},
+            d + "/run.log");
   CHECK(wait_exit(run) == 2);
   CHECK(read(d + "/run.log").find("cannot bind " + taken) != std::string::npos);
   std::filesystem::remove_all(dir);

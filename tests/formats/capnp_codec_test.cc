@@ -81,11 +81,11 @@ struct EditableBatch {
 // Applies `f` to the presence mask of an event's body.
 template <class F>
 void edit_present(wire::Event::Builder ev, F f) {
-#define RL_EDIT_(W, get)                 \
-  case wire::Event::W: {                 \
-    auto b = ev.get();                   \
-    b.setPresent(f(b.getPresent()));     \
-    return;                              \
+#define RL_EDIT_(W, get)             \
+  case wire::Event::W: {             \
+    auto b = ev.get();               \
+    b.setPresent(f(b.getPresent())); \
+    return;                          \
   }
   switch (ev.which()) {
     RL_EDIT_(RUN_START, getRunStart)
@@ -194,10 +194,13 @@ TEST_CASE("capnp: values JSONL cannot tell apart survive the wire bit for bit") 
   RunStart rs;
   rs.run_id = Symbol::intern("r");
   rs.world_size = 0;
-  rs.config = {{"nan", Value::of(std::numeric_limits<double>::quiet_NaN())}, {"s", Value::of(std::string(""))}, {"", Value::of(1.0)}};
+  rs.config = {{"nan", Value::of(std::numeric_limits<double>::quiet_NaN())},
+               {"s", Value::of(std::string(""))},
+               {"", Value::of(1.0)}};
   rs.ranks = {{0, Symbol(), -1}, {-5, Symbol::intern("n"), 7}};
   rs.present = 0;
-  for (auto f : {RunStart::F::run_id, RunStart::F::world_size, RunStart::F::config, RunStart::F::ranks}) rs.set_present(f);
+  for (auto f : {RunStart::F::run_id, RunStart::F::world_size, RunStart::F::config, RunStart::F::ranks})
+    rs.set_present(f);
   Record rr;
   rr.body = std::make_shared<const RunStart>(rs);
   Decoded d2 = decode(encode_batch(&rr, 1));
@@ -282,7 +285,8 @@ TEST_CASE("capnp: an event missing a required field is reported by index; the re
 TEST_CASE("capnp: presence bits beyond the known fields are ignored") {
   std::vector<Record> recs = sample_records();
   EditableBatch eb(encode_batch(recs));
-  for (unsigned i = 0; i < recs.size(); ++i) edit_present(eb.event(i), [](uint32_t p) { return p | 0x80000000u | (1u << 25); });
+  for (unsigned i = 0; i < recs.size(); ++i)
+    edit_present(eb.event(i), [](uint32_t p) { return p | 0x80000000u | (1u << 25); });
   Decoded d = decode(eb.bytes());
   REQUIRE(d.ok);
   CHECK(d.issues.empty());
@@ -344,8 +348,8 @@ TEST_CASE("capnp: buffers that are not Cap'n Proto messages") {
       {"", "size 0 is not a multiple of 8"},
       {"abc", "size 3 is not a multiple of 8"},
       {std::string(12, '\0'), "size 12 is not a multiple of 8"},
-      {std::string(8, '\0'), ""},                 // one empty segment: no root
-      {std::string(8, '\xff'), "corrupt"},         // 2^32 segments
+      {std::string(8, '\0'), ""},           // one empty segment: no root
+      {std::string(8, '\xff'), "corrupt"},  // 2^32 segments
       {"RUNLENSR" + std::string(8, '\0'), "corrupt"},
       {"{\"type\":\"step\",\"time_ns\":1}     ", "corrupt"},
   };
@@ -386,7 +390,8 @@ TEST_CASE("capnp: random bytes and random mutations never crash") {
       for (const Record& r : d.rows) {
         Record back;
         std::string why;
-        if (!jsonl::decode_record(jsonl::encode_record(r), &back, &why)) FAIL_CHECK("decoded record does not re-read: ", why);
+        if (!jsonl::decode_record(jsonl::encode_record(r), &back, &why))
+          FAIL_CHECK("decoded record does not re-read: ", why);
       }
     } else if (d.error.empty()) {
       FAIL_CHECK("refused without an error");
@@ -425,11 +430,11 @@ TEST_CASE("capnp: random bytes and random mutations never crash") {
 // decode_batch sets to 2^30 words.
 std::string amplified_batch() {
   uint64_t w[5] = {};
-  w[0] = uint64_t{4} << 32;                              // one segment of 4 words
-  w[1] = (uint64_t{1} << 32) | (uint64_t{1} << 48);      // root: struct, 1 data word, 1 pointer
-  w[2] = 1;                                              // schemaVersion = 1
-  w[3] = 1 | (uint64_t{7} << 32);                        // events: inline-composite list of 0 words
-  w[4] = ((uint64_t{1} << 29) - 1) << 2;                 // tag: 2^29 - 1 elements, 0 data + 0 pointers
+  w[0] = uint64_t{4} << 32;                          // one segment of 4 words
+  w[1] = (uint64_t{1} << 32) | (uint64_t{1} << 48);  // root: struct, 1 data word, 1 pointer
+  w[2] = 1;                                          // schemaVersion = 1
+  w[3] = 1 | (uint64_t{7} << 32);                    // events: inline-composite list of 0 words
+  w[4] = ((uint64_t{1} << 29) - 1) << 2;             // tag: 2^29 - 1 elements, 0 data + 0 pointers
   return std::string(reinterpret_cast<const char*>(w), sizeof w);
 }
 

@@ -22,8 +22,10 @@ namespace {
 // ASCII as \xHH.
 std::string dump(const Value& v) {
   switch (v.type) {
-    case Value::Type::kNull: return "null";
-    case Value::Type::kBool: return v.boolean ? "true" : "false";
+    case Value::Type::kNull:
+      return "null";
+    case Value::Type::kBool:
+      return v.boolean ? "true" : "false";
     case Value::Type::kNumber: {
       if (v.integral) return "i" + std::to_string(v.integer);
       if (std::isnan(v.number)) return "nan";
@@ -69,8 +71,12 @@ std::string dump(const Value& v) {
 // numbers as the bare tokens.
 void write(const Value& v, std::string* out) {
   switch (v.type) {
-    case Value::Type::kNull: *out += "null"; return;
-    case Value::Type::kBool: *out += v.boolean ? "true" : "false"; return;
+    case Value::Type::kNull:
+      *out += "null";
+      return;
+    case Value::Type::kBool:
+      *out += v.boolean ? "true" : "false";
+      return;
     case Value::Type::kNumber: {
       if (v.integral) return append_int(out, v.integer);
       if (std::isnan(v.number)) return void(*out += "NaN");
@@ -82,7 +88,8 @@ void write(const Value& v, std::string* out) {
       *out += s;
       return;
     }
-    case Value::Type::kString: return append_escaped(out, v.text);
+    case Value::Type::kString:
+      return append_escaped(out, v.text);
     case Value::Type::kArray:
       *out += "[";
       for (size_t i = 0; i < v.items.size(); ++i) {
@@ -336,8 +343,8 @@ std::string nest_objects(int levels) {
 TEST_CASE("json reader: 64 levels of nesting are read") {
   Value v;
   ParseError err;
-  for (const std::string& doc : {nest(64, ""), nest(64, "1"), nest(64, "\"s\""), nest(63, "{}"), nest_objects(64),
-                                 nest(32, nest_objects(32))}) {
+  for (const std::string& doc :
+       {nest(64, ""), nest(64, "1"), nest(64, "\"s\""), nest(63, "{}"), nest_objects(64), nest(32, nest_objects(32))}) {
     CAPTURE(doc.size());
     CHECK(parse(doc, &v, &err));
   }
@@ -503,11 +510,21 @@ TEST_CASE("json reader: random mutations of valid documents never crash") {
       for (int e = 0; e < edits && !s.empty(); ++e) {
         size_t at = rng() % s.size();
         switch (rng() % 5) {
-          case 0: s[at] = alphabet[rng() % alphabet.size()]; break;
-          case 1: s.insert(s.begin() + static_cast<long>(at), alphabet[rng() % alphabet.size()]); break;
-          case 2: s.erase(at, 1 + rng() % 3); break;
-          case 3: s[at] = static_cast<char>(rng() & 0xff); break;
-          case 4: s.insert(at, s.substr(rng() % s.size(), 1 + rng() % 8)); break;
+          case 0:
+            s[at] = alphabet[rng() % alphabet.size()];
+            break;
+          case 1:
+            s.insert(s.begin() + static_cast<long>(at), alphabet[rng() % alphabet.size()]);
+            break;
+          case 2:
+            s.erase(at, 1 + rng() % 3);
+            break;
+          case 3:
+            s[at] = static_cast<char>(rng() & 0xff);
+            break;
+          case 4:
+            s.insert(at, s.substr(rng() % s.size(), 1 + rng() % 8));
+            break;
         }
       }
       check_any(s, &o);

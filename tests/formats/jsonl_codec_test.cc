@@ -155,10 +155,14 @@ TEST_CASE("jsonl: NaN and infinities, bare or quoted, decode as non-finite and e
     const char* expected;  // as runlens writes it
   };
   const Case cases[] = {
-      {"NaN", "\"NaN\""},           {"\"NaN\"", "\"NaN\""},
-      {"Infinity", "\"Infinity\""}, {"\"Infinity\"", "\"Infinity\""},
-      {"-Infinity", "\"-Infinity\""}, {"\"-Infinity\"", "\"-Infinity\""},
-      {"1e400", "\"Infinity\""},    {"-1e400", "\"-Infinity\""},
+      {"NaN", "\"NaN\""},
+      {"\"NaN\"", "\"NaN\""},
+      {"Infinity", "\"Infinity\""},
+      {"\"Infinity\"", "\"Infinity\""},
+      {"-Infinity", "\"-Infinity\""},
+      {"\"-Infinity\"", "\"-Infinity\""},
+      {"1e400", "\"Infinity\""},
+      {"-1e400", "\"-Infinity\""},
   };
   for (const Case& c : cases) {
     CAPTURE(c.token);
@@ -184,8 +188,9 @@ TEST_CASE("jsonl: NaN and infinities, bare or quoted, decode as non-finite and e
   CHECK(std::isnan(gpu.temp_c));
   CHECK(gpu.power_w == std::numeric_limits<double>::infinity());
   CHECK(gpu.sm_clock_mhz == -std::numeric_limits<double>::infinity());
-  CHECK(encode_record(g) ==
-        R"({"type":"gpu","time_ns":1,"node":"n","gpu":0,"util_pct":"NaN","temp_c":"NaN","power_w":"Infinity","sm_clock_mhz":"-Infinity"})");
+  CHECK(
+      encode_record(g) ==
+      R"({"type":"gpu","time_ns":1,"node":"n","gpu":0,"util_pct":"NaN","temp_c":"NaN","power_w":"Infinity","sm_clock_mhz":"-Infinity"})");
   // A bare NaN in a number-or-string value is a number.
   Record ev = decode_ok(R"({"type":"event","time_ns":1,"kind":"config_change","old":NaN,"new":-Infinity})");
   CHECK(ev.as<Occurrence>().old.kind == Value::Kind::kNumber);
@@ -329,8 +334,10 @@ TEST_CASE("jsonl: bad lines, one per class, with the reason") {
       // time_ns.
       {R"({"type":"node","node":"n"})", "missing required field 'time_ns'"},
       {R"({"type":"node","time_ns":null,"node":"n"})", "missing required field 'time_ns'"},
-      {R"({"type":"node","time_ns":1.5,"node":"n"})", "field 'time_ns': expected an integer, got a fractional or huge number"},
-      {R"({"type":"node","time_ns":1e30,"node":"n"})", "field 'time_ns': expected an integer, got a fractional or huge number"},
+      {R"({"type":"node","time_ns":1.5,"node":"n"})",
+       "field 'time_ns': expected an integer, got a fractional or huge number"},
+      {R"({"type":"node","time_ns":1e30,"node":"n"})",
+       "field 'time_ns': expected an integer, got a fractional or huge number"},
       {R"({"type":"node","time_ns":9223372036854775808,"node":"n"})", "field 'time_ns': expected an integer"},
       {R"({"type":"node","time_ns":NaN,"node":"n"})", "field 'time_ns': expected an integer"},
       {R"({"type":"node","time_ns":"1700000000","node":"n"})", "field 'time_ns': expected an integer, got string"},
@@ -365,7 +372,8 @@ TEST_CASE("jsonl: bad lines, one per class, with the reason") {
       {R"({"type":"checkpoint","time_ns":1,"run_id":"r","checkpoint_id":"c","ok":1})",
        "field 'ok': expected true or false, got number"},
       // Missing required fields (one per type; every one is covered by the generated test below).
-      {R"({"type":"step","time_ns":1,"run_id":"r","rank":0,"step":1})", "type 'step': missing required field 'step_ms'"},
+      {R"({"type":"step","time_ns":1,"run_id":"r","rank":0,"step":1})",
+       "type 'step': missing required field 'step_ms'"},
       {R"({"type":"run_start","time_ns":1,"run_id":"r"})", "type 'run_start': missing required field 'world_size'"},
       {R"({"type":"event","time_ns":1,"run_id":"r"})", "type 'event': missing required field 'kind'"},
       {R"({"type":"gpu","time_ns":1,"node":"n","gpu":null})", "type 'gpu': missing required field 'gpu'"},
@@ -377,14 +385,20 @@ TEST_CASE("jsonl: bad lines, one per class, with the reason") {
       {run_start_with(R"("ranks":[{"rank":0},{"node":"n"}])"), "field 'ranks': item 1: missing 'rank'"},
       {run_start_with(R"("ranks":[{"rank":"0"}])"), "field 'ranks': item 0: rank: expected an integer, got string"},
       {run_start_with(R"("ranks":[{"rank":0.5}])"), "field 'ranks': item 0: rank: expected an integer"},
-      {run_start_with(R"("ranks":[{"rank":0,"node":7}])"), "field 'ranks': item 0: node: expected a string, got number"},
-      {run_start_with(R"("ranks":[{"rank":0,"gpu":"0"}])"), "field 'ranks': item 0: gpu: expected an integer, got string"},
+      {run_start_with(R"("ranks":[{"rank":0,"node":7}])"),
+       "field 'ranks': item 0: node: expected a string, got number"},
+      {run_start_with(R"("ranks":[{"rank":0,"gpu":"0"}])"),
+       "field 'ranks': item 0: gpu: expected an integer, got string"},
       {run_start_with(R"("ranks":[{"rank":0,"gpu":1e10}])"), "field 'ranks': item 0: gpu: integer out of range"},
       // Bad config values.
-      {run_start_with(R"("config":[1])"), "field 'config': expected an object of names to numbers or strings, got array"},
-      {run_start_with(R"("config":"lr=1")"), "field 'config': expected an object of names to numbers or strings, got string"},
-      {run_start_with(R"("config":{"lr":0.1,"layers":[1,2]})"), "field 'config': key 'layers': expected a number or a string, got array"},
-      {run_start_with(R"("config":{"opt":{"name":"adam"}})"), "field 'config': key 'opt': expected a number or a string, got object"},
+      {run_start_with(R"("config":[1])"),
+       "field 'config': expected an object of names to numbers or strings, got array"},
+      {run_start_with(R"("config":"lr=1")"),
+       "field 'config': expected an object of names to numbers or strings, got string"},
+      {run_start_with(R"("config":{"lr":0.1,"layers":[1,2]})"),
+       "field 'config': key 'layers': expected a number or a string, got array"},
+      {run_start_with(R"("config":{"opt":{"name":"adam"}})"),
+       "field 'config': key 'opt': expected a number or a string, got object"},
       // Bad event old/new.
       {event_with(R"("old":[1])"), "type 'event': field 'old': expected a number or a string, got array"},
       {event_with(R"("new":{})"), "type 'event': field 'new': expected a number or a string, got object"},
@@ -399,8 +413,9 @@ TEST_CASE("jsonl: every required field of every type, when missing, names the fi
     const BodyInfo& info = body_info(full.kind());
     for (int i = 0; i < info.field_count; ++i) {
       if (!info.fields[i].required) continue;
-      check_bad({encode_record(without_field(full, i)),
-                 "type '" + std::string(info.type_name) + "': missing required field '" + std::string(info.fields[i].name) + "'"});
+      check_bad({encode_record(without_field(full, i)), "type '" + std::string(info.type_name) +
+                                                            "': missing required field '" +
+                                                            std::string(info.fields[i].name) + "'"});
       ++checked;
     }
   }
@@ -411,14 +426,21 @@ TEST_CASE("jsonl: every required field of every type, when missing, names the fi
 std::vector<std::pair<std::string, std::string>> wrong_values(FieldType t) {
   switch (t) {
     case FieldType::kI32:
-    case FieldType::kI64: return {{"\"7\"", "expected an integer"}, {"7.5", "expected an integer"}, {"[]", "expected an integer"}};
-    case FieldType::kF64: return {{"\"fast\"", "expected a number"}, {"false", "expected a number"}, {"{}", "expected a number"}};
-    case FieldType::kBOOL: return {{"1", "expected true or false"}, {"\"true\"", "expected true or false"}};
+    case FieldType::kI64:
+      return {{"\"7\"", "expected an integer"}, {"7.5", "expected an integer"}, {"[]", "expected an integer"}};
+    case FieldType::kF64:
+      return {{"\"fast\"", "expected a number"}, {"false", "expected a number"}, {"{}", "expected a number"}};
+    case FieldType::kBOOL:
+      return {{"1", "expected true or false"}, {"\"true\"", "expected true or false"}};
     case FieldType::kSYM:
-    case FieldType::kSTR: return {{"7", "expected a string"}, {"true", "expected a string"}, {"[\"a\"]", "expected a string"}};
-    case FieldType::kCONFIG: return {{"[]", "expected an object"}, {"{\"k\":[]}", "key 'k'"}};
-    case FieldType::kRANKS: return {{"{}", "expected a list"}, {"[7]", "item 0"}};
-    case FieldType::kVALUE: return {{"[]", "expected a number or a string"}, {"{}", "expected a number or a string"}};
+    case FieldType::kSTR:
+      return {{"7", "expected a string"}, {"true", "expected a string"}, {"[\"a\"]", "expected a string"}};
+    case FieldType::kCONFIG:
+      return {{"[]", "expected an object"}, {"{\"k\":[]}", "key 'k'"}};
+    case FieldType::kRANKS:
+      return {{"{}", "expected a list"}, {"[7]", "item 0"}};
+    case FieldType::kVALUE:
+      return {{"[]", "expected a number or a string"}, {"{}", "expected a number or a string"}};
   }
   return {};
 }
@@ -510,15 +532,16 @@ TEST_CASE("alerts: encode, decode and encode again give the same alert and the s
 TEST_CASE("alerts: the encoding names every field") {
   std::string line;
   encode_alert(full_alert(), &line);
-  CHECK(line ==
-        R"({"alert_id":"4f2a9c1b3d5e7f80","kind":"straggler","severity":"critical","time_ns":1700000000123456789,)"
-        R"("tenant":"team-a","run_id":"run-1","step":1200,"rank":3,"node":"node-a","gpu":7,"value":1.75,"threshold":1.5,)"
-        R"("summary":"rank 3 is 1.75x slower than the median \"step\"","symptom":"slow steps on one rank",)"
-        R"("cause":"data loader starved\non node-a","owner":"data-platform",)"
-        R"("evidence":[{"kind":"step_ms","step":1199,"detail":"rank 3: 896 ms vs median 512 ms"},)"
-        R"({"kind":"data_wait_ms","detail":"high data wait"}],)"
-        R"("recommendation":"raise num_workers — or check the \\\\ share",)"
-        R"("attrs":{"median_ms":512.25,"ratio":1.75,"ranks":8}})");
+  CHECK(
+      line ==
+      R"({"alert_id":"4f2a9c1b3d5e7f80","kind":"straggler","severity":"critical","time_ns":1700000000123456789,)"
+      R"("tenant":"team-a","run_id":"run-1","step":1200,"rank":3,"node":"node-a","gpu":7,"value":1.75,"threshold":1.5,)"
+      R"("summary":"rank 3 is 1.75x slower than the median \"step\"","symptom":"slow steps on one rank",)"
+      R"("cause":"data loader starved\non node-a","owner":"data-platform",)"
+      R"("evidence":[{"kind":"step_ms","step":1199,"detail":"rank 3: 896 ms vs median 512 ms"},)"
+      R"({"kind":"data_wait_ms","detail":"high data wait"}],)"
+      R"("recommendation":"raise num_workers — or check the \\\\ share",)"
+      R"("attrs":{"median_ms":512.25,"ratio":1.75,"ranks":8}})");
 }
 
 TEST_CASE("alerts: non-finite values are written as strings and read back") {

@@ -4,6 +4,8 @@
 // byte offset) while reading on: bad lines, truncated files, corrupt frames.
 #include "formats/recording.h"
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -26,9 +28,6 @@
 #include "schema/alert.h"
 #include "schema/telemetry.capnp.h"
 #include "tests/formats/sample_events.h"
-
-#include <capnp/message.h>
-#include <capnp/serialize.h>
 
 // Prints vectors of lines in failure messages (doctest shows them as {?}).
 namespace doctest {
@@ -130,8 +129,8 @@ ReadResult read_all(const std::string& path, size_t max_rows = 1000) {
 // A recording written by recording::Writer, and what a reader should see in it.
 struct Recording {
   std::string bytes;
-  std::vector<size_t> frame_start;          // byte offset of each frame
-  std::vector<size_t> frame_end;            // one past its last payload byte
+  std::vector<size_t> frame_start;                    // byte offset of each frame
+  std::vector<size_t> frame_end;                      // one past its last payload byte
   std::vector<std::vector<std::string>> frame_lines;  // its events, as JSONL
 
   // Rows and positions of the frames that end at or before `cut`, minus frame `skip`.
@@ -263,14 +262,14 @@ TEST_CASE("jsonl file: blank lines, whitespace lines, CRLF and a last line witho
   TempDir dir;
   std::string path = dir.file("run.jsonl");
   std::string s0(kSampleLines[0]), s1(kSampleLines[1]), s2(kSampleLines[2]), s3(kSampleLines[3]);
-  write_file(path, s0 + "\r\n" +   // 1
-                       "\r\n" +    // 2 blank (CRLF)
-                       " \t  \n" + // 3 whitespace only
-                       s1 + "\n" + // 4
-                       "\n" +      // 5
+  write_file(path, s0 + "\r\n" +      // 1
+                       "\r\n" +       // 2 blank (CRLF)
+                       " \t  \n" +    // 3 whitespace only
+                       s1 + "\n" +    // 4
+                       "\n" +         // 5
                        s2 + "\r\n" +  // 6
-                       " \t\r\n" + // 7
-                       s3);        // 8, no newline
+                       " \t\r\n" +    // 7
+                       s3);           // 8, no newline
   for (size_t max_rows : {1u, 3u, 1000u}) {
     CAPTURE(max_rows);
     ReadResult r = read_all(path, max_rows);
@@ -307,7 +306,8 @@ TEST_CASE("jsonl file: each bad line is dead-lettered with path:LINE and the rea
       {R"({"type":"node","time_ns":1.5,"node":"n"})", "field 'time_ns': expected an integer"},
       {step + R"(,"forward_ms":"fast"})", "field 'forward_ms': expected a number, got string"},
       {step + R"(,"run_id":1})", "field 'run_id': expected a string, got number"},
-      {R"({"type":"checkpoint","time_ns":1,"run_id":"r","checkpoint_id":"c","ok":"yes"})", "field 'ok': expected true or false"},
+      {R"({"type":"checkpoint","time_ns":1,"run_id":"r","checkpoint_id":"c","ok":"yes"})",
+       "field 'ok': expected true or false"},
       {R"({"type":"collective","time_ns":1,"run_id":"r","rank":0})", "missing required field 'latency_ms'"},
       {R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":1,"ranks":[{"gpu":0}]})", "item 0: missing 'rank'"},
       {R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":1,"config":{"a":[]}})", "key 'a'"},
@@ -400,7 +400,8 @@ TEST_CASE("recording: truncated at random offsets of a larger file") {
   for (int i = 0; i < 150; ++i) check_truncated(rec, path, rng() % (rec.bytes.size() + 1));
   // Cuts just inside and just past a frame header.
   for (size_t f : {size_t{5}, size_t{20}}) {
-    for (size_t delta : {size_t{1}, size_t{15}, size_t{16}, size_t{17}}) check_truncated(rec, path, rec.frame_start[f] + delta);
+    for (size_t delta : {size_t{1}, size_t{15}, size_t{16}, size_t{17}})
+      check_truncated(rec, path, rec.frame_start[f] + delta);
   }
 }
 
@@ -430,7 +431,8 @@ TEST_CASE("recording: a corrupt byte in frame k dead-letters frame k only; the r
       if (in_frame >= 8 && in_frame < 12) CHECK(why.find("corrupt frame: checksum mismatch") == 0);
       if (in_frame >= 16) CHECK(why.find("corrupt frame: checksum mismatch") == 0);
       // What was skipped is frame k, to the byte.
-      CHECK(why.find("skipped " + std::to_string(rec.frame_end[k] - rec.frame_start[k]) + " bytes") != std::string::npos);
+      CHECK(why.find("skipped " + std::to_string(rec.frame_end[k] - rec.frame_start[k]) + " bytes") !=
+            std::string::npos);
     }
   }
 }
@@ -455,7 +457,8 @@ TEST_CASE("recording: garbage after the header or between frames is skipped (8-b
     size_t where;  // offset the garbage goes in at
     size_t bytes;
   };
-  for (Case c : {Case{16, 8}, Case{16, 24}, Case{16, 4096}, Case{rec.frame_start[1], 16}, Case{rec.frame_start[2], 40}}) {
+  for (Case c :
+       {Case{16, 8}, Case{16, 24}, Case{16, 4096}, Case{rec.frame_start[1], 16}, Case{rec.frame_start[2], 40}}) {
     CAPTURE(c.where);
     CAPTURE(c.bytes);
     std::string bytes = rec.bytes;
@@ -520,11 +523,11 @@ TEST_CASE("recording: frames whose payload is checksummed but unusable") {
   {
     recording::Writer w;
     REQUIRE(w.open(path, &error));
-    REQUIRE(w.write({samples[0]}, &error));                           // frame at 16
-    REQUIRE(w.write_encoded(edited_bytes, 3, &error));                // one bad event
+    REQUIRE(w.write({samples[0]}, &error));             // frame at 16
+    REQUIRE(w.write_encoded(edited_bytes, 3, &error));  // one bad event
     // One segment of one word holding a null root pointer: a valid message, schemaVersion 0.
     REQUIRE(w.write_encoded(std::string("\0\0\0\0\x01\0\0\0", 8) + std::string(8, '\0'), 0, &error));
-    REQUIRE(w.write_encoded(std::string(24, '\x11'), 0, &error));     // not Cap'n Proto
+    REQUIRE(w.write_encoded(std::string(24, '\x11'), 0, &error));  // not Cap'n Proto
     REQUIRE(w.write({samples[4]}, &error));
   }
   std::string bytes = read_file(path);

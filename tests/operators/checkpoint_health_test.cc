@@ -14,7 +14,7 @@ struct Ckpt {
 
 struct CheckpointCase {
   const char* name;
-  std::vector<Ckpt> checkpoints;  // one every 100 s (steps 50, 100, ...)
+  std::vector<Ckpt> checkpoints;                        // one every 100 s (steps 50, 100, ...)
   std::vector<std::pair<const char*, int64_t>> expect;  // alert kind and step
 };
 
@@ -27,19 +27,23 @@ TEST_CASE("checkpoint_health: failures and overhead, once per incident") {
       {"healthy", {ok, ok, ok, ok}, {}},
       {"one failure", {ok, ok, failed, ok}, {{"checkpoint_failure", 150}}},
       {"failures in a row are one incident", {ok, failed, failed, failed, ok}, {{"checkpoint_failure", 100}}},
-      {"failed, recovered, failed again", {ok, failed, ok, failed}, {{"checkpoint_failure", 100}, {"checkpoint_failure", 200}}},
+      {"failed, recovered, failed again",
+       {ok, failed, ok, failed},
+       {{"checkpoint_failure", 100}, {"checkpoint_failure", 200}}},
       {"no successful checkpoint yet", {failed}, {{"checkpoint_failure", 50}}},
       {"one slow checkpoint", {ok, slow, ok, ok}, {}},
       {"slow checkpoints in a row", {ok, slow, slow, slow, slow}, {{"checkpoint_overhead", 150}}},
-      {"slow again after a fast one", {slow, slow, ok, slow, slow}, {{"checkpoint_overhead", 100}, {"checkpoint_overhead", 250}}},
+      {"slow again after a fast one",
+       {slow, slow, ok, slow, slow},
+       {{"checkpoint_overhead", 100}, {"checkpoint_overhead", 250}}},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));
     std::vector<Record> rows{run_start("r1", 8)};
     for (size_t i = 0; i < c.checkpoints.size(); ++i) {
       int64_t step = 50 * static_cast<int64_t>(i + 1);
-      rows.push_back(checkpoint_row("r1", step, kT0 + static_cast<int64_t>(i + 1) * 100 * kSec, c.checkpoints[i].duration_ms,
-                                    c.checkpoints[i].ok));
+      rows.push_back(checkpoint_row("r1", step, kT0 + static_cast<int64_t>(i + 1) * 100 * kSec,
+                                    c.checkpoints[i].duration_ms, c.checkpoints[i].ok));
     }
     OperatorRun run;
     run_operator(*make_operator("checkpoint_health"), rows, &run);

@@ -9,8 +9,8 @@ namespace {
 
 struct CommCase {
   const char* name;
-  double collective_ms;   // the collective itself, every rank, from step 20
-  int32_t straggler;      // a rank that works 2x from step 20 (-1: none)
+  double collective_ms;  // the collective itself, every rank, from step 20
+  int32_t straggler;     // a rank that works 2x from step 20 (-1: none)
   int64_t last_step;
   std::vector<int64_t> expect_steps;
 };
@@ -19,10 +19,8 @@ struct CommCase {
 
 TEST_CASE("comm_bottleneck measures the collective, not the wait for slow ranks") {
   const CommCase cases[] = {
-      {"slow network on every rank", 1000, -1, 60, {22}},
-      {"normal collectives", 120, -1, 60, {}},
-      {"a straggler makes the others wait", 120, 5, 60, {}},
-      {"two slow steps", 1000, -1, 21, {}},
+      {"slow network on every rank", 1000, -1, 60, {22}},    {"normal collectives", 120, -1, 60, {}},
+      {"a straggler makes the others wait", 120, 5, 60, {}}, {"two slow steps", 1000, -1, 21, {}},
       {"just under the threshold", 600, -1, 60, {}},
   };
   for (const auto& c : cases) {

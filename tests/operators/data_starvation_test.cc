@@ -9,12 +9,12 @@ namespace {
 
 struct StarvationCase {
   const char* name;
-  std::vector<int32_t> ranks;   // ranks that wait for data
-  std::vector<int64_t> steps;   // in these steps
-  double storage_factor;        // their shard's storage reads, x the normal 15 ms
+  std::vector<int32_t> ranks;  // ranks that wait for data
+  std::vector<int64_t> steps;  // in these steps
+  double storage_factor;       // their shard's storage reads, x the normal 15 ms
   std::vector<int64_t> expect_steps;
   std::vector<int64_t> expect_onsets;
-  const char* expect_words;     // in the summary
+  const char* expect_words;  // in the summary
 };
 
 std::vector<int64_t> range(int64_t a, int64_t b) {
@@ -31,16 +31,21 @@ std::vector<Record> starvation_rows(const StarvationCase& c) {
   std::vector<Record> rows{start};
   int64_t t = kT0;
   for (int64_t s = 1; s <= 60; ++s) {
-    auto slow = [&](int32_t r) { return has(c.steps, s) && std::find(c.ranks.begin(), c.ranks.end(), r) != c.ranks.end(); };
+    auto slow = [&](int32_t r) {
+      return has(c.steps, s) && std::find(c.ranks.begin(), c.ranks.end(), r) != c.ranks.end();
+    };
     for (int32_t r = 0; r < 16; ++r) {
       rows.push_back(data_row("r1", r, s, t + kSec / 2 + r, "shard-" + std::to_string(r % 8),
                               slow(r) ? 15 * c.storage_factor : 15 + r % 3));
     }
-    for (auto& rec : joined_steps(start, s, s, [&](int32_t r, int64_t) {
-           RankStep p;
-           if (slow(r)) p.data_wait_ms = 500;
-           return p;
-         }, &t)) {
+    for (auto& rec : joined_steps(
+             start, s, s,
+             [&](int32_t r, int64_t) {
+               RankStep p;
+               if (slow(r)) p.data_wait_ms = 500;
+               return p;
+             },
+             &t)) {
       rows.push_back(rec);
     }
   }
@@ -51,12 +56,34 @@ std::vector<Record> starvation_rows(const StarvationCase& c) {
 
 TEST_CASE("data_starvation names the starved ranks and the shard they read") {
   const StarvationCase cases[] = {
-      {"slow shard read by two ranks", {3, 11}, range(20, 60), 30, {22}, {20}, "reading dataset shard shard-3, whose storage reads take 450 ms"},
-      {"one node's ranks starved, storage normal", {8, 9, 10, 11, 12, 13, 14, 15}, range(20, 60), 1, {22}, {20}, "storage reads normal"},
+      {"slow shard read by two ranks",
+       {3, 11},
+       range(20, 60),
+       30,
+       {22},
+       {20},
+       "reading dataset shard shard-3, whose storage reads take 450 ms"},
+      {"one node's ranks starved, storage normal",
+       {8, 9, 10, 11, 12, 13, 14, 15},
+       range(20, 60),
+       1,
+       {22},
+       {20},
+       "storage reads normal"},
       {"one slow step", {3}, {30}, 30, {}, {}, ""},
       {"two slow steps in five", {3}, {30, 33}, 30, {}, {}, ""},
       {"three slow steps in five", {3}, {30, 32, 34}, 30, {34}, {30}, "shard-3"},
-      {"recovered, then starved again", {5}, [] { auto v = range(10, 14); for (int64_t s = 40; s <= 50; ++s) v.push_back(s); return v; }(), 30, {12, 42}, {10, 40}, "shard-5"},
+      {"recovered, then starved again",
+       {5},
+       [] {
+         auto v = range(10, 14);
+         for (int64_t s = 40; s <= 50; ++s) v.push_back(s);
+         return v;
+       }(),
+       30,
+       {12, 42},
+       {10, 40},
+       "shard-5"},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));
@@ -82,7 +109,14 @@ TEST_CASE("data_starvation judges ranks, not the run's mean ratio") {
   auto start = run_start("r1", 64);
   std::vector<Record> rows{start};
   int64_t t = kT0;
-  for (auto& r : joined_steps(start, 1, 20, [](int32_t r, int64_t) { RankStep p; if (r == 40) p.data_wait_ms = 700; return p; }, &t)) {
+  for (auto& r : joined_steps(
+           start, 1, 20,
+           [](int32_t r, int64_t) {
+             RankStep p;
+             if (r == 40) p.data_wait_ms = 700;
+             return p;
+           },
+           &t)) {
     rows.push_back(r);
   }
   OperatorRun run;

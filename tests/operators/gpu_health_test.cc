@@ -11,7 +11,7 @@ namespace {
 
 struct GpuCase {
   const char* name;
-  std::function<GpuReading(int)> sample;          // the watched GPU's i-th sample (i = 1..60)
+  std::function<GpuReading(int)> sample;            // the watched GPU's i-th sample (i = 1..60)
   std::vector<std::pair<const char*, int>> expect;  // alert kind, and the sample that raises it
 };
 
@@ -40,25 +40,132 @@ std::vector<Record> gpu_rows(const std::function<GpuReading(int)>& watched, int 
 TEST_CASE("gpu_health raises each hardware alert once per incident, on the GPU that shows it") {
   const GpuCase cases[] = {
       {"healthy", healthy, {}},
-      {"hardware thermal slowdown", [](int i) { return i >= 10 ? hot_bits(i) : healthy(i); }, {{"thermal_throttle", 11}}},
-      {"hot without a reason bit", [](int i) { GpuReading g; if (i >= 10) g.temp_c = 93; return g; }, {{"thermal_throttle", 11}}},
-      {"one hot sample", [](int i) { GpuReading g; if (i == 10) g.temp_c = 93; return g; }, {}},
-      {"power cap at full clock is normal", [](int) { GpuReading g; g.throttle_reasons = ops::kThrottlePowerCap; return g; }, {}},
-      {"power cap holding the clock down", [](int i) { GpuReading g; if (i >= 10) g.throttle_reasons = ops::kThrottlePowerCap, g.sm_clock_mhz = 1500, g.power_limit_w = 450, g.power_w = 449; return g; }, {{"power_throttle", 11}}},
-      {"hardware power brake", [](int i) { GpuReading g; if (i >= 10) g.throttle_reasons = ops::kThrottleHwPowerBrake; return g; }, {{"power_throttle", 11}}},
-      {"hardware slowdown without heat", [](int i) { GpuReading g; if (i >= 10) g.throttle_reasons = ops::kThrottleHwSlowdown, g.sm_clock_mhz = 990; return g; }, {{"power_throttle", 11}}},
-      {"clock low with no reason", [](int i) { GpuReading g; if (i >= 10) g.sm_clock_mhz = 1500; return g; }, {{"clock_low", 11}}},
-      {"idle GPU clocks down", [](int i) { GpuReading g; if (i >= 10) g.sm_clock_mhz = 800, g.util_pct = 5; return g; }, {}},
-      {"memory nearly full", [](int i) { GpuReading g; if (i >= 10) g.mem_used_bytes = 79 * kGiB + kGiB / 2; return g; }, {{"memory_pressure", 11}}},
-      {"thermal twice, re-armed in between", [](int i) { return (i >= 10 && i <= 15) || (i >= 30 && i <= 35) ? hot_bits(i) : healthy(i); }, {{"thermal_throttle", 11}, {"thermal_throttle", 31}}},
-      {"ECC double-bit errors rise", [](int i) { GpuReading g; g.ecc_dbe_total = i >= 10 ? i - 9 : 0; return g; }, {{"ecc_uncorrected", 10}}},
-      {"ECC counter reset to zero", [](int i) { GpuReading g; g.ecc_dbe_total = i < 10 ? 5 : 0; return g; }, {}},
-      {"ECC errors after a reset", [](int i) { GpuReading g; g.ecc_dbe_total = i < 10 ? 5 : (i == 10 ? 0 : 2); return g; }, {{"ecc_uncorrected", 11}}},
-      {"ECC re-armed after quiet samples", [](int i) { GpuReading g; g.ecc_dbe_total = i < 10 ? 0 : (i < 25 ? 1 : 2); return g; }, {{"ecc_uncorrected", 10}, {"ecc_uncorrected", 25}}},
-      {"a few PCIe replays", [](int i) { GpuReading g; g.pcie_replay_total = i >= 10 ? 3 : 0; return g; }, {}},
-      {"PCIe replay burst", [](int i) { GpuReading g; g.pcie_replay_total = i >= 10 ? 40 : 0; return g; }, {{"pcie_replay", 10}}},
-      {"NVLink errors", [](int i) { GpuReading g; g.nvlink_errors_total = i >= 10 ? 1 : 0; return g; }, {{"nvlink_error", 10}}},
-      {"XID in the samples, staying set", [](int i) { GpuReading g; g.xid = i >= 10 ? 79 : 0; return g; }, {{"xid_error", 10}}},
+      {"hardware thermal slowdown",
+       [](int i) { return i >= 10 ? hot_bits(i) : healthy(i); },
+       {{"thermal_throttle", 11}}},
+      {"hot without a reason bit",
+       [](int i) {
+         GpuReading g;
+         if (i >= 10) g.temp_c = 93;
+         return g;
+       },
+       {{"thermal_throttle", 11}}},
+      {"one hot sample",
+       [](int i) {
+         GpuReading g;
+         if (i == 10) g.temp_c = 93;
+         return g;
+       },
+       {}},
+      {"power cap at full clock is normal",
+       [](int) {
+         GpuReading g;
+         g.throttle_reasons = ops::kThrottlePowerCap;
+         return g;
+       },
+       {}},
+      {"power cap holding the clock down",
+       [](int i) {
+         GpuReading g;
+         if (i >= 10)
+           g.throttle_reasons = ops::kThrottlePowerCap, g.sm_clock_mhz = 1500, g.power_limit_w = 450, g.power_w = 449;
+         return g;
+       },
+       {{"power_throttle", 11}}},
+      {"hardware power brake",
+       [](int i) {
+         GpuReading g;
+         if (i >= 10) g.throttle_reasons = ops::kThrottleHwPowerBrake;
+         return g;
+       },
+       {{"power_throttle", 11}}},
+      {"hardware slowdown without heat",
+       [](int i) {
+         GpuReading g;
+         if (i >= 10) g.throttle_reasons = ops::kThrottleHwSlowdown, g.sm_clock_mhz = 990;
+         return g;
+       },
+       {{"power_throttle", 11}}},
+      {"clock low with no reason",
+       [](int i) {
+         GpuReading g;
+         if (i >= 10) g.sm_clock_mhz = 1500;
+         return g;
+       },
+       {{"clock_low", 11}}},
+      {"idle GPU clocks down",
+       [](int i) {
+         GpuReading g;
+         if (i >= 10) g.sm_clock_mhz = 800, g.util_pct = 5;
+         return g;
+       },
+       {}},
+      {"memory nearly full",
+       [](int i) {
+         GpuReading g;
+         if (i >= 10) g.mem_used_bytes = 79 * kGiB + kGiB / 2;
+         return g;
+       },
+       {{"memory_pressure", 11}}},
+      {"thermal twice, re-armed in between",
+       [](int i) { return (i >= 10 && i <= 15) || (i >= 30 && i <= 35) ? hot_bits(i) : healthy(i); },
+       {{"thermal_throttle", 11}, {"thermal_throttle", 31}}},
+      {"ECC double-bit errors rise",
+       [](int i) {
+         GpuReading g;
+         g.ecc_dbe_total = i >= 10 ? i - 9 : 0;
+         return g;
+       },
+       {{"ecc_uncorrected", 10}}},
+      {"ECC counter reset to zero",
+       [](int i) {
+         GpuReading g;
+         g.ecc_dbe_total = i < 10 ? 5 : 0;
+         return g;
+       },
+       {}},
+      {"ECC errors after a reset",
+       [](int i) {
+         GpuReading g;
+         g.ecc_dbe_total = i < 10 ? 5 : (i == 10 ? 0 : 2);
+         return g;
+       },
+       {{"ecc_uncorrected", 11}}},
+      {"ECC re-armed after quiet samples",
+       [](int i) {
+         GpuReading g;
+         g.ecc_dbe_total = i < 10 ? 0 : (i < 25 ? 1 : 2);
+         return g;
+       },
+       {{"ecc_uncorrected", 10}, {"ecc_uncorrected", 25}}},
+      {"a few PCIe replays",
+       [](int i) {
+         GpuReading g;
+         g.pcie_replay_total = i >= 10 ? 3 : 0;
+         return g;
+       },
+       {}},
+      {"PCIe replay burst",
+       [](int i) {
+         GpuReading g;
+         g.pcie_replay_total = i >= 10 ? 40 : 0;
+         return g;
+       },
+       {{"pcie_replay", 10}}},
+      {"NVLink errors",
+       [](int i) {
+         GpuReading g;
+         g.nvlink_errors_total = i >= 10 ? 1 : 0;
+         return g;
+       },
+       {{"nvlink_error", 10}}},
+      {"XID in the samples, staying set",
+       [](int i) {
+         GpuReading g;
+         g.xid = i >= 10 ? 79 : 0;
+         return g;
+       },
+       {{"xid_error", 10}}},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));
@@ -81,8 +188,15 @@ TEST_CASE("gpu_health raises each hardware alert once per incident, on the GPU t
 
 TEST_CASE("gpu_health: an xid event and the sample that shows it are one incident") {
   auto def = make_operator("gpu_health");
-  auto rows = gpu_rows([](int i) { GpuReading g; g.xid = i >= 20 ? 79 : 0; return g; }, 40);
-  rows.push_back(event_row("xid", kT0 + 195 * kSec, EventFields().node("node-1").gpu(5).code(79).message("fallen off the bus")));
+  auto rows = gpu_rows(
+      [](int i) {
+        GpuReading g;
+        g.xid = i >= 20 ? 79 : 0;
+        return g;
+      },
+      40);
+  rows.push_back(
+      event_row("xid", kT0 + 195 * kSec, EventFields().node("node-1").gpu(5).code(79).message("fallen off the bus")));
   rows.push_back(event_row("xid", kT0 + 300 * kSec, EventFields().node("node-1").gpu(5).code(48)));
   OperatorRun run;
   run_operator(*def, rows, &run);
@@ -101,7 +215,9 @@ TEST_CASE("gpu_health: partitioned by node, the same alerts whatever the partiti
   for (int i = 1; i <= 30; ++i) {
     int64_t t = kT0 + i * 10 * kSec;
     for (int n = 0; n < 4; ++n) {
-      for (int g = 0; g < 8; ++g) rows.push_back(gpu_row("node-" + std::to_string(n), g, t, n == 2 && g == 3 && i > 5 ? hot_bits(i) : GpuReading{}));
+      for (int g = 0; g < 8; ++g)
+        rows.push_back(
+            gpu_row("node-" + std::to_string(n), g, t, n == 2 && g == 3 && i > 5 ? hot_bits(i) : GpuReading{}));
     }
   }
   rows.push_back(event_row("xid", kT0 + 155 * kSec, EventFields().run("r1").rank(9).step(70).code(31)));
@@ -125,8 +241,11 @@ TEST_CASE("gpu_health names the run's current step from its joined steps") {
   auto start = run_start("r1", 16);
   std::vector<Record> rows{start};
   int64_t t = kT0;
-  for (auto& r : joined_steps(start, 1, 30, [](int32_t, int64_t) { return RankStep{}; }, &t)) rows.push_back(r);
-  for (int i = 1; i <= 6; ++i) rows.push_back(gpu_row("node-1", 5, kT0 + i * 10 * kSec, i >= 3 ? hot_bits(i) : GpuReading{}));
+  for (auto& r : joined_steps(
+           start, 1, 30, [](int32_t, int64_t) { return RankStep{}; }, &t))
+    rows.push_back(r);
+  for (int i = 1; i <= 6; ++i)
+    rows.push_back(gpu_row("node-1", 5, kT0 + i * 10 * kSec, i >= 3 ? hot_bits(i) : GpuReading{}));
   OperatorRun run;
   run_operator(*make_operator("gpu_health"), rows, &run);
   auto alerts = run.alerts();

@@ -9,11 +9,11 @@ namespace {
 
 struct HostCase {
   const char* name;
-  double cpu_pct;        // node-1's CPU from step 20 (35 % before)
-  double extra_wait_ms;  // node-1's ranks' extra data wait from step 20
-  int64_t last_step;     // the fault lasts until this step
-  int64_t cpu_every;     // steps between node samples
-  int64_t samples_until; // no node samples after this step
+  double cpu_pct;         // node-1's CPU from step 20 (35 % before)
+  double extra_wait_ms;   // node-1's ranks' extra data wait from step 20
+  int64_t last_step;      // the fault lasts until this step
+  int64_t cpu_every;      // steps between node samples
+  int64_t samples_until;  // no node samples after this step
   const char* params;
   bool expect;
 };

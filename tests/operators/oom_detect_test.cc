@@ -10,7 +10,7 @@ namespace {
 struct OomCase {
   const char* name;
   EventFields event;
-  bool with_data;          // the rank's data event for the OOM step
+  bool with_data;  // the rank's data event for the OOM step
   int64_t expect_step;
   std::vector<const char*> expect_words;
 };
@@ -40,11 +40,28 @@ std::vector<Record> oom_rows(const OomCase& c) {
 
 TEST_CASE("oom_detect says what ran out of memory, not just CUDA OOM") {
   const OomCase cases[] = {
-      {"event with rank and step", EventFields().run("r1").rank(11).step(48210).message("CUDA out of memory"), true, 48210,
-       {"rank 11 (node node-1, GPU 3) ran out of memory at step 48210", "memory peak 79.9 GB (a spike", "sequence length 32768 (8.0x its median 4096) at step 48209", "dataset shard shard-31", "(CUDA out of memory)"}},
-      {"no step: the one after the rank's last report", EventFields().run("r1").rank(11), true, 48210, {"at step 48210", "dataset shard shard-31"}},
-      {"no data event: the shard of the last step", EventFields().run("r1").rank(11).step(48210), false, 48210, {"dataset shard shard-31"}},
-      {"named by node and GPU", EventFields().run("r1").node("node-1").gpu(3).step(48210), true, 48210, {"rank 11 (node node-1, GPU 3)"}},
+      {"event with rank and step",
+       EventFields().run("r1").rank(11).step(48210).message("CUDA out of memory"),
+       true,
+       48210,
+       {"rank 11 (node node-1, GPU 3) ran out of memory at step 48210", "memory peak 79.9 GB (a spike",
+        "sequence length 32768 (8.0x its median 4096) at step 48209", "dataset shard shard-31",
+        "(CUDA out of memory)"}},
+      {"no step: the one after the rank's last report",
+       EventFields().run("r1").rank(11),
+       true,
+       48210,
+       {"at step 48210", "dataset shard shard-31"}},
+      {"no data event: the shard of the last step",
+       EventFields().run("r1").rank(11).step(48210),
+       false,
+       48210,
+       {"dataset shard shard-31"}},
+      {"named by node and GPU",
+       EventFields().run("r1").node("node-1").gpu(3).step(48210),
+       true,
+       48210,
+       {"rank 11 (node node-1, GPU 3)"}},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));

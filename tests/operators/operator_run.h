@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "engine/engine.h"
 #include "operators/operator.h"
 #include "runtime/params.h"
 #include "runtime/pipeline_spec.h"
-#include "engine/engine.h"
 
 namespace runlens::testing {
 
@@ -58,8 +58,9 @@ inline std::unique_ptr<ops::OperatorDef> make_operator(const std::string& type, 
   // Wire it to something whose port types fit: the source, or a rank_join for step records.
   const auto* info = builtin_registry().find(type);
   bool reads_contract = info && (info->accepts & ops::kAllContractKinds);
-  std::string text = "sources: {s: {type: file, paths: [x]}}\noperators:\n  j: {type: rank_join, inputs: [s]}\n  op:\n    type: " +
-                     type + "\n    inputs: [" + (reads_contract ? "s" : "j") + "]\n";
+  std::string text =
+      "sources: {s: {type: file, paths: [x]}}\noperators:\n  j: {type: rank_join, inputs: [s]}\n  op:\n    type: " +
+      type + "\n    inputs: [" + (reads_contract ? "s" : "j") + "]\n";
   if (!params_yaml.empty()) text += "    " + params_yaml + "\n";
   auto spec = runtime::parse_pipeline_text(text, "test.yaml", builtin_registry(), runtime::env_lookup());
   return builtin_registry().make_operator(*spec.find("op"));
@@ -151,8 +152,8 @@ inline Record event(const std::string& kind, const std::string& run, int64_t t) 
 // A synchronous job: every rank's wall step time equalizes at the collective;
 // `work(rank, step)` is each rank's own work in ms.
 template <class Work>
-std::vector<Record> sync_steps(const std::string& run, int32_t world, int64_t steps, Work work,
-                               bool with_comm = true, int32_t skip_rank = -1, int64_t skip_from = 0) {
+std::vector<Record> sync_steps(const std::string& run, int32_t world, int64_t steps, Work work, bool with_comm = true,
+                               int32_t skip_rank = -1, int64_t skip_from = 0) {
   std::vector<Record> rows{run_start(run, world)};
   int64_t t = kT0 + kSec;
   for (int64_t s = 1; s <= steps; ++s) {

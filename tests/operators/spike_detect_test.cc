@@ -17,7 +17,7 @@ struct TrainPoint {
 
 struct SpikeCase {
   const char* name;
-  std::function<TrainPoint(int64_t, double)> at;  // step, unit noise -> values
+  std::function<TrainPoint(int64_t, double)> at;        // step, unit noise -> values
   std::vector<std::pair<const char*, int64_t>> expect;  // alert kind and step
 };
 
@@ -52,14 +52,64 @@ std::vector<Record> events_of(const OperatorRun& run) {
 TEST_CASE("spike_detect: loss and gradient spikes against a robust baseline") {
   const SpikeCase cases[] = {
       {"healthy: noise, decay, warm-up and cosine", normal, {}},
-      {"gradient spike", [](int64_t s, double n) { auto p = normal(s, n); if (s == 200) p.grad_norm = 47.2; return p; }, {{"grad_spike", 200}}},
-      {"loss spike", [](int64_t s, double n) { auto p = normal(s, n); if (s == 200) p.loss *= 4; return p; }, {{"loss_spike", 200}}},
-      {"grad then loss, as before a NaN", [](int64_t s, double n) { auto p = normal(s, n); if (s >= 206) p.grad_norm = 40; if (s >= 208) p.loss = 7.2; if (s >= 210) p.loss = NAN; return p; }, {{"grad_spike", 206}, {"loss_spike", 208}}},
-      {"a spike persists: one incident", [](int64_t s, double n) { auto p = normal(s, n); if (s >= 200) p.grad_norm = 30; return p; }, {{"grad_spike", 200}}},
-      {"spikes far apart: re-armed", [](int64_t s, double n) { auto p = normal(s, n); if (s == 100 || s == 300) p.grad_norm = 10; return p; }, {{"grad_spike", 100}, {"grad_spike", 300}}},
-      {"a 2x gradient bump is not a spike", [](int64_t s, double n) { auto p = normal(s, n); if (s == 200) p.grad_norm = 1.6; return p; }, {}},
-      {"too early to judge", [](int64_t s, double n) { auto p = normal(s, n); if (s == 10) p.grad_norm = 40; return p; }, {}},
-      {"NaN and Inf are nan_detect's", [](int64_t s, double n) { auto p = normal(s, n); if (s == 200) p.loss = NAN, p.grad_norm = INFINITY; return p; }, {}},
+      {"gradient spike",
+       [](int64_t s, double n) {
+         auto p = normal(s, n);
+         if (s == 200) p.grad_norm = 47.2;
+         return p;
+       },
+       {{"grad_spike", 200}}},
+      {"loss spike",
+       [](int64_t s, double n) {
+         auto p = normal(s, n);
+         if (s == 200) p.loss *= 4;
+         return p;
+       },
+       {{"loss_spike", 200}}},
+      {"grad then loss, as before a NaN",
+       [](int64_t s, double n) {
+         auto p = normal(s, n);
+         if (s >= 206) p.grad_norm = 40;
+         if (s >= 208) p.loss = 7.2;
+         if (s >= 210) p.loss = NAN;
+         return p;
+       },
+       {{"grad_spike", 206}, {"loss_spike", 208}}},
+      {"a spike persists: one incident",
+       [](int64_t s, double n) {
+         auto p = normal(s, n);
+         if (s >= 200) p.grad_norm = 30;
+         return p;
+       },
+       {{"grad_spike", 200}}},
+      {"spikes far apart: re-armed",
+       [](int64_t s, double n) {
+         auto p = normal(s, n);
+         if (s == 100 || s == 300) p.grad_norm = 10;
+         return p;
+       },
+       {{"grad_spike", 100}, {"grad_spike", 300}}},
+      {"a 2x gradient bump is not a spike",
+       [](int64_t s, double n) {
+         auto p = normal(s, n);
+         if (s == 200) p.grad_norm = 1.6;
+         return p;
+       },
+       {}},
+      {"too early to judge",
+       [](int64_t s, double n) {
+         auto p = normal(s, n);
+         if (s == 10) p.grad_norm = 40;
+         return p;
+       },
+       {}},
+      {"NaN and Inf are nan_detect's",
+       [](int64_t s, double n) {
+         auto p = normal(s, n);
+         if (s == 200) p.loss = NAN, p.grad_norm = INFINITY;
+         return p;
+       },
+       {}},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));
@@ -89,15 +139,24 @@ TEST_CASE("spike_detect infers LR changes a smooth schedule does not make") {
   const LrCase cases[] = {
       {"warm-up and cosine", schedule, false, {}},
       {"doubled at step 250", [](int64_t s) { return schedule(s) * (s >= 250 ? 2 : 1); }, false, {250}},
-      {"x0.1 step decay at 150 and 300", [](int64_t s) { return schedule(s) * (s >= 150 ? 0.1 : 1) * (s >= 300 ? 0.1 : 1); }, false, {150, 300}},
+      {"x0.1 step decay at 150 and 300",
+       [](int64_t s) { return schedule(s) * (s >= 150 ? 0.1 : 1) * (s >= 300 ? 0.1 : 1); },
+       false,
+       {150, 300}},
       {"reported by a config_change event", [](int64_t s) { return schedule(s) * (s >= 250 ? 2 : 1); }, true, {}},
       {"constant", [](int64_t) { return 1e-4; }, false, {}},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));
-    auto rows = train_rows([&](int64_t s, double n) { auto p = normal(s, n); p.lr = c.lr(s); if (s == 256) p.grad_norm = 47; return p; });
+    auto rows = train_rows([&](int64_t s, double n) {
+      auto p = normal(s, n);
+      p.lr = c.lr(s);
+      if (s == 256) p.grad_norm = 47;
+      return p;
+    });
     if (c.explicit_event) {
-      rows.push_back(event_row("config_change", kT0 + 499 * kSec, EventFields().run("r1").step(250).key("lr").change(c.lr(249), c.lr(250))));
+      rows.push_back(event_row("config_change", kT0 + 499 * kSec,
+                               EventFields().run("r1").step(250).key("lr").change(c.lr(249), c.lr(250))));
     }
     OperatorRun run;
     run_operator(*make_operator("spike_detect"), rows, &run);

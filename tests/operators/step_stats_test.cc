@@ -73,10 +73,10 @@ TEST_CASE("step_stats: quantiles, slowest rank, ratios, tokens/s and MFU of one 
   CHECK(*s.tokens_per_s == doctest::Approx(40960 / 2.05));
   CHECK(*s.mfu == doctest::Approx(40960 / 2.05 * 6e9 / (1e15 * 10)));
   CHECK(*s.communication_ratio == doctest::Approx((1.0 / 10) * [] {
-          double sum = 0;
-          for (int r = 0; r < 10; ++r) sum += 100.0 / (1000 + 100 * r + 150);
-          return sum;
-        }()));
+    double sum = 0;
+    for (int r = 0; r < 10; ++r) sum += 100.0 / (1000 + 100 * r + 150);
+    return sum;
+  }()));
   CHECK(*s.loss == 2.5);
   CHECK(*s.grad_norm == 0.8);
 }

@@ -183,8 +183,8 @@ struct RankStep {
 // Joined steps of a synchronous job, as rank_join emits them: every rank's
 // wall step time equalizes at the collective (faster ranks wait in comm_ms).
 template <class PerRank>
-std::vector<Record> joined_steps(const Record& start, int64_t first, int64_t last, PerRank per_rank,
-                                 int64_t* t_inout, std::vector<int32_t> absent = {}) {
+std::vector<Record> joined_steps(const Record& start, int64_t first, int64_t last, PerRank per_rank, int64_t* t_inout,
+                                 std::vector<int32_t> absent = {}) {
   auto info = RunInfo::from(start.run_start());
   int32_t world = static_cast<int32_t>(info->placement.size());
   std::vector<Record> rows;

@@ -47,16 +47,66 @@ std::vector<Record> stats_rows(const ThroughputCase& c) {
 TEST_CASE("throughput_regression: tokens/s and MFU of compute against the run's own baseline") {
   const ThroughputCase cases[] = {
       {"steady", [](int64_t) { return Shape{}; }, true, {}},
-      {"a straggler halves throughput; compute is fine", [](int64_t s) { return from(s, 40, 150, {2, 1}); }, true, {{"throughput_drop", 40}}},
-      {"20 % slower is under the threshold", [](int64_t s) { return from(s, 40, 150, {1.2, 1}); }, true, {}},
-      {"compute 1.4x slower", [](int64_t s) { return from(s, 40, 150, {1.4, 1.4}); }, true, {{"mfu_drop", 40}, {"throughput_drop", 40}}},
-      {"compute 1.3x slower: MFU only", [](int64_t s) { return from(s, 40, 150, {1.3, 1.3}); }, true, {{"mfu_drop", 40}}},
-      {"compute slower, no MFU inputs", [](int64_t s) { return from(s, 40, 150, {1.4, 1.4}); }, false, {{"throughput_drop", 40}}},
-      {"one-step pauses", [](int64_t s) { return s % 7 == 0 ? Shape{1.6, 1} : Shape{}; }, true, {}},
-      {"two pauses in a row", [](int64_t s) { return s == 50 || s == 51 ? Shape{3, 1} : Shape{}; }, true, {}},
-      {"one long stall", [](int64_t s) { return s == 50 ? Shape{5, 1} : Shape{}; }, true, {}},
-      {"slow, recovered, slow again", [](int64_t s) { return s >= 90 ? from(s, 90, 150, {2, 1}) : from(s, 40, 60, {2, 1}); }, true, {{"throughput_drop", 40}, {"throughput_drop", 90}}},
-      {"slow from the start: no baseline to compare", [](int64_t) { return Shape{2, 1}; }, true, {}},
+      {"a straggler halves throughput; compute is fine",
+       [](int64_t s) {
+         return from(s, 40, 150, {2, 1});
+       },
+       true,
+       {{"throughput_drop", 40}}},
+      {"20 % slower is under the threshold",
+       [](int64_t s) {
+         return from(s, 40, 150, {1.2, 1});
+       },
+       true,
+       {}},
+      {"compute 1.4x slower",
+       [](int64_t s) {
+         return from(s, 40, 150, {1.4, 1.4});
+       },
+       true,
+       {{"mfu_drop", 40}, {"throughput_drop", 40}}},
+      {"compute 1.3x slower: MFU only",
+       [](int64_t s) {
+         return from(s, 40, 150, {1.3, 1.3});
+       },
+       true,
+       {{"mfu_drop", 40}}},
+      {"compute slower, no MFU inputs",
+       [](int64_t s) {
+         return from(s, 40, 150, {1.4, 1.4});
+       },
+       false,
+       {{"throughput_drop", 40}}},
+      {"one-step pauses",
+       [](int64_t s) {
+         return s % 7 == 0 ? Shape{1.6, 1} : Shape{};
+       },
+       true,
+       {}},
+      {"two pauses in a row",
+       [](int64_t s) {
+         return s == 50 || s == 51 ? Shape{3, 1} : Shape{};
+       },
+       true,
+       {}},
+      {"one long stall",
+       [](int64_t s) {
+         return s == 50 ? Shape{5, 1} : Shape{};
+       },
+       true,
+       {}},
+      {"slow, recovered, slow again",
+       [](int64_t s) {
+         return s >= 90 ? from(s, 90, 150, {2, 1}) : from(s, 40, 60, {2, 1});
+       },
+       true,
+       {{"throughput_drop", 40}, {"throughput_drop", 90}}},
+      {"slow from the start: no baseline to compare",
+       [](int64_t) {
+         return Shape{2, 1};
+       },
+       true,
+       {}},
   };
   for (const auto& c : cases) {
     CAPTURE(std::string(c.name));
@@ -79,7 +129,8 @@ TEST_CASE("throughput_regression: tokens/s and MFU of compute against the run's 
 TEST_CASE("throughput_regression names a config change since the baseline began") {
   ThroughputCase c{"", [](int64_t s) { return from(s, 40, 150, {1.5, 1.5}); }, true, {}};
   auto rows = stats_rows(c);
-  rows.push_back(event_row("config_change", rows[38].time_ns + 1, EventFields().run("r1").step(40).key("activation_checkpointing")));
+  rows.push_back(event_row("config_change", rows[38].time_ns + 1,
+                           EventFields().run("r1").step(40).key("activation_checkpointing")));
   OperatorRun run;
   run_operator(*make_operator("throughput_regression"), rows, &run);
   auto alerts = run.alerts();

@@ -32,8 +32,9 @@ void check_case(const std::string& name) {
   }
   REQUIRE(std::filesystem::exists(dir + "/expected_alerts.jsonl"));
   CHECK(result.alerts == read_file(dir + "/expected_alerts.jsonl"));
-  std::string expected_dead =
-      std::filesystem::exists(dir + "/expected_dead_letters.jsonl") ? read_file(dir + "/expected_dead_letters.jsonl") : "";
+  std::string expected_dead = std::filesystem::exists(dir + "/expected_dead_letters.jsonl")
+                                  ? read_file(dir + "/expected_dead_letters.jsonl")
+                                  : "";
   CHECK(dead == expected_dead);
 }
 
@@ -146,7 +147,7 @@ TEST_CASE("golden: every class of bad input is dead-lettered with its line and r
     const char* reason;
   };
   const Expect expected[] = {
-      {":101\"", "malformed JSON"},                                // truncated line
+      {":101\"", "malformed JSON"},                                 // truncated line
       {":202\"", "field 'rank': expected an integer, got string"},  // wrong type
       {":303\"", "missing required field 'rank'"},                  // missing required field
       {":404\"", "unknown type 'teleport'"},                        // unknown type

@@ -2,10 +2,10 @@
 // size, arrival order within the allowed lateness, and input format.
 #include <random>
 
+#include "cli/synth/synth.h"
 #include "formats/jsonl_codec.h"
 #include "formats/recording.h"
 #include "tests/pipelines/replay_run.h"
-#include "cli/synth/synth.h"
 
 using namespace runlens;
 using namespace runlens::testing;
@@ -51,9 +51,10 @@ TEST_CASE("invariance: threads, batch size, arrival order and format do not chan
   auto alerts = lines_of(base.alerts);
   // The scenario's three faults all show, and the straggler's cost to throughput
   // (diagnoses that explain them aside).
-  alerts.erase(std::remove_if(alerts.begin(), alerts.end(),
-                              [](const std::string& l) { return l.find("\"kind\":\"diagnosis\"") != std::string::npos; }),
-               alerts.end());
+  alerts.erase(
+      std::remove_if(alerts.begin(), alerts.end(),
+                     [](const std::string& l) { return l.find("\"kind\":\"diagnosis\"") != std::string::npos; }),
+      alerts.end());
   REQUIRE(alerts.size() == 4);
   CHECK(base.alerts.find("\"kind\":\"straggler\"") != std::string::npos);
   CHECK(base.alerts.find("\"kind\":\"throughput_drop\"") != std::string::npos);

@@ -1,12 +1,12 @@
 // Per-node counters: snapshots, the queue peak under concurrency, and the
 // table and JSON renderings.
+#include "runtime/counters.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "runtime/counters.h"
 
 namespace rt = runlens::runtime;
 
@@ -68,7 +68,8 @@ TEST_CASE("format_counters prints a header and one row per node") {
   b.queue_capacity = 8;
   std::string t = rt::format_counters({a, b});
   std::vector<std::string> lines;
-  for (size_t at = 0, nl; (nl = t.find('\n', at)) != std::string::npos; at = nl + 1) lines.push_back(t.substr(at, nl - at));
+  for (size_t at = 0, nl; (nl = t.find('\n', at)) != std::string::npos; at = nl + 1)
+    lines.push_back(t.substr(at, nl - at));
   REQUIRE(lines.size() == 3);
   CHECK(lines[0].find("node") == 0);
   CHECK(lines[0].find("drop.P3") != std::string::npos);

@@ -8,6 +8,8 @@
 // counted; end of input flushes; the watermark is the minimum over producers;
 // `block` and `shed` overflow; failures, the emit-floor check, broadcast,
 // fan-out, stop() and the idle watermark.
+#include "runtime/executor.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -26,8 +28,6 @@
 #include <thread>
 #include <tuple>
 #include <vector>
-
-#include "runtime/executor.h"
 
 namespace rt = runlens::runtime;
 using namespace std::chrono_literals;
@@ -378,7 +378,7 @@ struct InvarianceCase {
   int threads;
   int parallelism;  // 0 = one partition per thread
   size_t batch;
-  uint64_t seed;    // arrival order within lateness; 0 = in order
+  uint64_t seed;  // arrival order within lateness; 0 = in order
 };
 
 // Runs source -> keyed sum -> sink and checks it against the reference.
@@ -497,7 +497,9 @@ TEST_CASE("a row later than the allowed lateness is dead-lettered and counted; t
       {"behind by exactly the lateness is on time", 5 * ms, {10 * ms, 5 * ms}, {}},
       {"one ns beyond the lateness is late", 5 * ms, {10 * ms, 5 * ms - 1}, {1}},
       {"zero lateness: an equal time is on time, an older one late", 0, {5, 5, 4, 6}, {2}},
-      {"late rows inside a batch, the rest flows", 10 * ms, {100 * ms, 1 * ms, 101 * ms, 2 * ms, 102 * ms, 95 * ms},
+      {"late rows inside a batch, the rest flows",
+       10 * ms,
+       {100 * ms, 1 * ms, 101 * ms, 2 * ms, 102 * ms, 95 * ms},
        {1, 3}},
       {"the watermark never goes back", 10 * ms, {100 * ms, 50 * ms, 60 * ms, 95 * ms, 89 * ms}, {1, 2, 4}},
       {"a late row does not raise the watermark", 10 * ms, {100 * ms, 1 * ms, 91 * ms}, {1}},
@@ -857,22 +859,20 @@ void CheckShed(const ShedCase& c, int threads) {
   std::atomic<bool> plug_stuck{false};
   const std::string pushes = c.pushes;
   Harness h(Config{.threads = threads, .lateness_ns = 0, .queue_capacity = 4, .overflow = rt::OverflowPolicy::kShed});
-  h.source("src",
-           [&](rt::SourceOutput<Row>& out) {
-             std::vector<Row> b = {Row{0, kPlugKey, kData, 0, -1}};
-             out.push(b);
-             b = {Row{1, kPlugKey + 1, kData, 0, -2}};  // its watermark releases the plug
-             out.push(b);
-             if (!entered.wait()) plug_stuck = true;
-             for (size_t i = 0; i < pushes.size(); ++i) {
-               b = {Row{2 + static_cast<int64_t>(i), 0, kData, pushes[i] - '0', static_cast<int64_t>(i)}};
-               out.push(b);
-             }
-             gate.set();
-           })
-      .op("gated", {"src"}, single([&](const rt::OperatorContext&) {
-            return std::make_unique<Gated>(&entered, &gate, &log);
-          }));
+  h.source("src", [&](rt::SourceOutput<Row>& out) {
+     std::vector<Row> b = {Row{0, kPlugKey, kData, 0, -1}};
+     out.push(b);
+     b = {Row{1, kPlugKey + 1, kData, 0, -2}};  // its watermark releases the plug
+     out.push(b);
+     if (!entered.wait()) plug_stuck = true;
+     for (size_t i = 0; i < pushes.size(); ++i) {
+       b = {Row{2 + static_cast<int64_t>(i), 0, kData, pushes[i] - '0', static_cast<int64_t>(i)}};
+       out.push(b);
+     }
+     gate.set();
+   }).op("gated", {"src"}, single([&](const rt::OperatorContext&) {
+           return std::make_unique<Gated>(&entered, &gate, &log);
+         }));
   h.run();
   REQUIRE_FALSE(plug_stuck.load());
   std::string got(pushes.size(), '.');
@@ -919,26 +919,24 @@ TEST_CASE("shed overflow counts queue units by RowTraits::weight") {
   Log<Row> log;
   std::atomic<bool> plug_stuck{false};
   Harness h(Config{.threads = 2, .lateness_ns = 0, .queue_capacity = 4, .overflow = rt::OverflowPolicy::kShed});
-  h.source("src",
-           [&](rt::SourceOutput<Row>& out) {
-             std::vector<Row> b = {Row{0, kPlugKey, kData, 0, -1}};
-             out.push(b);
-             b = {Row{1, kPlugKey + 1, kData, 0, -2}};
-             out.push(b);
-             if (!entered.wait()) plug_stuck = true;
-             b = {Row{2, 0, kData, 3, 0, 4}};
-             out.push(b);
-             b = {Row{3, 0, kData, 1, 1, 1}};
-             out.push(b);
-             b = {Row{4, 0, kData, 2, 2, 3}};  // 1 + 3 = 4 fits
-             out.push(b);
-             b = {Row{5, 0, kData, 2, 3, 1}};  // 5 > 4, nothing below P2 queued: dropped itself
-             out.push(b);
-             gate.set();
-           })
-      .op("gated", {"src"}, single([&](const rt::OperatorContext&) {
-            return std::make_unique<Gated>(&entered, &gate, &log);
-          }));
+  h.source("src", [&](rt::SourceOutput<Row>& out) {
+     std::vector<Row> b = {Row{0, kPlugKey, kData, 0, -1}};
+     out.push(b);
+     b = {Row{1, kPlugKey + 1, kData, 0, -2}};
+     out.push(b);
+     if (!entered.wait()) plug_stuck = true;
+     b = {Row{2, 0, kData, 3, 0, 4}};
+     out.push(b);
+     b = {Row{3, 0, kData, 1, 1, 1}};
+     out.push(b);
+     b = {Row{4, 0, kData, 2, 2, 3}};  // 1 + 3 = 4 fits
+     out.push(b);
+     b = {Row{5, 0, kData, 2, 3, 1}};  // 5 > 4, nothing below P2 queued: dropped itself
+     out.push(b);
+     gate.set();
+   }).op("gated", {"src"}, single([&](const rt::OperatorContext&) {
+           return std::make_unique<Gated>(&entered, &gate, &log);
+         }));
   h.run();
   REQUIRE_FALSE(plug_stuck.load());
   std::vector<int64_t> got;
@@ -1024,12 +1022,20 @@ TEST_CASE("an operator that throws makes run() rethrow, without hanging") {
   };
   const auto block = rt::OverflowPolicy::kBlock, shed = rt::OverflowPolicy::kShed;
   const std::vector<Case> cases = {
-      {1, block, false}, {1, block, true}, {1, shed, false},
+      {1, block, false},
+      {1, block, true},
+      {1, shed, false},
       // {1, shed, true} hangs: with one thread nothing drains while the source
       // runs, so the thrower never runs and the endless source never ends
       // (see the skipped test on threads below).
-      {2, block, false}, {2, block, true}, {2, shed, false}, {2, shed, true},
-      {4, block, false}, {4, block, true}, {4, shed, false}, {4, shed, true},
+      {2, block, false},
+      {2, block, true},
+      {2, shed, false},
+      {2, shed, true},
+      {4, block, false},
+      {4, block, true},
+      {4, shed, false},
+      {4, shed, true},
   };
   for (const auto& c : cases) {
     CAPTURE(c.threads);
@@ -1039,8 +1045,8 @@ TEST_CASE("an operator that throws makes run() rethrow, without hanging") {
     // `block` with a tiny queue, so that producers wait and help; `shed` with
     // room to spare, so that row 42 cannot be shed before it fails.
     const bool shed = c.overflow == rt::OverflowPolicy::kShed;
-    Harness h(Config{.threads = c.threads, .lateness_ns = 1'000'000, .queue_capacity = shed ? 65536 : 4,
-                     .overflow = c.overflow});
+    Harness h(Config{
+        .threads = c.threads, .lateness_ns = 1'000'000, .queue_capacity = shed ? 65536 : 4, .overflow = c.overflow});
     h.source("src", c.endless ? endless(16, 100'000, nullptr, 20us) : push_in_batches(make_rows(5000, 13, 100'000), 16))
         .op("thrower", {"src"}, keyed([](const rt::OperatorContext&) { return std::make_unique<ThrowOn>(42); }))
         .op("sink", {"thrower"}, single(collect(&sink)), mask(kOut));
@@ -1053,13 +1059,11 @@ TEST_CASE("a source that throws makes run() rethrow its error") {
     CAPTURE(threads);
     Log<Row> sink;
     Harness h(Config{.threads = threads});
-    h.source("src",
-             [](rt::SourceOutput<Row>& out) {
-               std::vector<Row> b = {Row{1, 0, kData, 0, 0}};
-               out.push(b);
-               throw rt::ConfigError({rt::Diagnostic{{}, "sources.src", "cannot bind tcp://nowhere"}});
-             })
-        .op("sink", {"src"}, single(collect(&sink)));
+    h.source("src", [](rt::SourceOutput<Row>& out) {
+       std::vector<Row> b = {Row{1, 0, kData, 0, 0}};
+       out.push(b);
+       throw rt::ConfigError({rt::Diagnostic{{}, "sources.src", "cannot bind tcp://nowhere"}});
+     }).op("sink", {"src"}, single(collect(&sink)));
     try {
       h.run();
       FAIL("run() returned normally");
@@ -1133,7 +1137,7 @@ TEST_CASE("Emitter refuses a row older than the previous watermark") {
     bool ok;
   };
   const std::vector<Case> cases = {
-      {100, 100, true}, {100, 101, true}, {100, 99, false}, {rt::kBeginningOfTime, rt::kBeginningOfTime, true},
+      {100, 100, true}, {100, 101, true},          {100, 99, false}, {rt::kBeginningOfTime, rt::kBeginningOfTime, true},
       {0, -1, false},   {0, rt::kEndOfTime, true},
   };
   for (const auto& c : cases) {
@@ -1161,9 +1165,8 @@ TEST_CASE("an operator emitting a row older than the forwarded watermark makes r
     std::vector<Row> rows;
     for (int i = 0; i < 300; ++i) rows.push_back(Row{i * 10 * ms, 0, kData, 0, i});
     h.source("src", push_in_batches(rows, 10))
-        .op("traveler", {"src"}, single([&](const rt::OperatorContext&) {
-              return std::make_unique<TimeTraveler>(150, 1000 * ms);
-            }))
+        .op("traveler", {"src"},
+            single([&](const rt::OperatorContext&) { return std::make_unique<TimeTraveler>(150, 1000 * ms); }))
         .op("sink", {"traveler"}, single(collect(&sink)), mask(kOut));
     try {
       h.run();
@@ -1369,9 +1372,8 @@ TEST_CASE("stop() wakes a source through interrupt(), and what it pushed is flus
 TEST_CASE("a source idle past the idle timeout lets the watermark follow the wall clock") {
   // Rows a second old with a lateness of an hour: only the idle watermark
   // (wall clock - 50 ms) can release them before end of input.
-  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                          std::chrono::system_clock::now().time_since_epoch())
-                          .count();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   for (int threads : kConcurrentThreads) {
     CAPTURE(threads);
     Log<Row> sink;
@@ -1384,10 +1386,12 @@ TEST_CASE("a source idle past the idle timeout lets the watermark follow the wal
        // Not yet idle: idle() right after data does nothing.
        out.idle();
        bool early = sink.size() != 0;
-       released_while_running = !early && eventually([&] {
-         out.idle();
-         return sink.size() == 5;
-       }, 5s);
+       released_while_running = !early && eventually(
+                                              [&] {
+                                                out.idle();
+                                                return sink.size() == 5;
+                                              },
+                                              5s);
      }).op("sink", {"src"}, single(collect(&sink)));
     h.run();
     CHECK(released_while_running.load());
@@ -1400,11 +1404,10 @@ TEST_CASE("a source idle past the idle timeout lets the watermark follow the wal
 // ==================================================================================
 
 TEST_CASE("with threads = 1, rows are processed while the source is still running") {
-  // Regression test, fixed (was: runtime/executor.h, Executor::run, `std::make_unique<tbb::task_arena>(opts_.threads)`):
-  // a task_arena reserves one of its `threads` slots for an application
-  // thread by default, and no application thread enters the arena while the
-  // sources run (the calling thread waits in join_sources(), outside it). So
-  // at most threads - 1 TBB workers drain partitions during a run, and with
+  // Regression test, fixed (was: runtime/executor.h, Executor::run,
+  // `std::make_unique<tbb::task_arena>(opts_.threads)`): a task_arena reserves one of its `threads` slots for an
+  // application thread by default, and no application thread enters the arena while the sources run (the calling thread
+  // waits in join_sources(), outside it). So at most threads - 1 TBB workers drain partitions during a run, and with
   // threads = 1 none does: rows wait until the queue is full (`block`; the
   // source thread then drains inline) or are shed (`shed`), and a live source
   // gets no output at all until it ends. Fix: `tbb::task_arena(opts_.threads, 0)`

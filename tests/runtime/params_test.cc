@@ -1,5 +1,7 @@
 // Component parameters: durations, typed scalars with their ranges and
 // choices, and the Params getters.
+#include "runtime/params.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -7,8 +9,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include "runtime/params.h"
 
 namespace rt = runlens::runtime;
 
@@ -23,10 +23,22 @@ TEST_CASE("parse_duration_ns accepts every unit and bare seconds") {
     int64_t ns;
   };
   const std::vector<Case> cases = {
-      {"10ns", 10},           {"1500us", 1500 * kUs}, {"250ms", 250 * kMs},  {"5s", 5 * kS},
-      {"2m", 120 * kS},       {"1h", 3600 * kS},      {"0", 0},              {"0s", 0},
-      {"1.5", 1'500'000'000}, {"0.5ms", 500 * kUs},   {"1.5h", 5400 * kS},   {".5s", 500 * kMs},
-      {"0.1s", 100 * kMs},    {"1e3ms", 1 * kS},      {"3", 3 * kS},         {"0.0000000015s", 2},  // rounds
+      {"10ns", 10},
+      {"1500us", 1500 * kUs},
+      {"250ms", 250 * kMs},
+      {"5s", 5 * kS},
+      {"2m", 120 * kS},
+      {"1h", 3600 * kS},
+      {"0", 0},
+      {"0s", 0},
+      {"1.5", 1'500'000'000},
+      {"0.5ms", 500 * kUs},
+      {"1.5h", 5400 * kS},
+      {".5s", 500 * kMs},
+      {"0.1s", 100 * kMs},
+      {"1e3ms", 1 * kS},
+      {"3", 3 * kS},
+      {"0.0000000015s", 2},  // rounds
       {"9e9s", 9'000'000'000 * kS},
   };
   for (const auto& c : cases) {
@@ -36,8 +48,9 @@ TEST_CASE("parse_duration_ns accepts every unit and bare seconds") {
 }
 
 TEST_CASE("parse_duration_ns rejects what is not a duration") {
-  for (const char* text : {"", "s", "ms", "abc", "5x", "5 s", " 5s", "5s ", "-1s", "-0.5", "+5s", "5S", "5Ms", "1d",
-                           "5sec", "5ss", "1m30s", "inf", "nan", "infs", "1e300s", "1e10h", "0x10s", "5,5s"}) {
+  for (const char* text :
+       {"",    "s",  "ms",   "abc", "5x",    "5 s", " 5s", "5s ",  "-1s",    "-0.5",  "+5s",   "5S",
+        "5Ms", "1d", "5sec", "5ss", "1m30s", "inf", "nan", "infs", "1e300s", "1e10h", "0x10s", "5,5s"}) {
     CAPTURE(std::string(text));
     CHECK(rt::parse_duration_ns(text) == std::nullopt);
   }
@@ -49,9 +62,20 @@ TEST_CASE("format_duration picks the largest exact unit") {
     const char* text;
   };
   const std::vector<Case> cases = {
-      {0, "0s"},          {1, "1ns"},           {999, "999ns"},        {1500, "1500ns"}, {kUs, "1us"},
-      {1500 * kUs, "1500us"}, {250 * kMs, "250ms"}, {kS, "1s"},        {90 * kS, "90s"}, {120 * kS, "2m"},
-      {3600 * kS, "1h"},  {5400 * kS, "90m"},   {7200 * kS, "2h"},     {kS + 1, "1000000001ns"},
+      {0, "0s"},
+      {1, "1ns"},
+      {999, "999ns"},
+      {1500, "1500ns"},
+      {kUs, "1us"},
+      {1500 * kUs, "1500us"},
+      {250 * kMs, "250ms"},
+      {kS, "1s"},
+      {90 * kS, "90s"},
+      {120 * kS, "2m"},
+      {3600 * kS, "1h"},
+      {5400 * kS, "90m"},
+      {7200 * kS, "2h"},
+      {kS + 1, "1000000001ns"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.ns);
@@ -86,8 +110,8 @@ TEST_CASE("format_duration and parse_duration_ns round-trip") {
 }
 
 // --- typed scalars ---------------------------------------------------------------
-rt::ParamSpec spec(rt::ParamType type, std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt,
-                   std::vector<std::string> choices = {}) {
+rt::ParamSpec spec(rt::ParamType type, std::optional<double> min = std::nullopt,
+                   std::optional<double> max = std::nullopt, std::vector<std::string> choices = {}) {
   rt::ParamSpec s;
   s.name = "p";
   s.type = type;
@@ -166,7 +190,8 @@ TEST_CASE("parse_param_scalar parses each type and enforces min, max and choices
       // duration: min and max are in seconds
       {"duration", spec(T::kDuration), "250ms", i(250 * kMs), ""},
       {"duration bare seconds", spec(T::kDuration), "2", i(2 * kS), ""},
-      {"duration bad", spec(T::kDuration), "5 parsecs", no, "expected a duration such as 500ms, 5s or 2m, got '5 parsecs'"},
+      {"duration bad", spec(T::kDuration), "5 parsecs", no,
+       "expected a duration such as 500ms, 5s or 2m, got '5 parsecs'"},
       {"duration negative", spec(T::kDuration), "-1s", no, "expected a duration"},
       {"duration at max", spec(T::kDuration, 0.001, 60), "1m", i(60 * kS), ""},
       {"duration above max", spec(T::kDuration, 0.001, 60), "61s", no, "must be at most 60"},
@@ -176,7 +201,8 @@ TEST_CASE("parse_param_scalar parses each type and enforces min, max and choices
       {"string", spec(T::kString), "anything at all", s("anything at all"), ""},
       {"empty string", spec(T::kString), "", s(""), ""},
       {"choice", spec(T::kString, {}, {}, {"block", "shed"}), "shed", s("shed"), ""},
-      {"not a choice", spec(T::kString, {}, {}, {"block", "shed"}), "drop", no, "expected one of block, shed, got 'drop'"},
+      {"not a choice", spec(T::kString, {}, {}, {"block", "shed"}), "drop", no,
+       "expected one of block, shed, got 'drop'"},
       {"choices are case-sensitive", spec(T::kString, {}, {}, {"block", "shed"}), "Shed", no, "expected one of"},
       // a scalar given for a list of strings is a list of one
       {"list from a scalar", spec(T::kStringList), "a", std::optional<V>(V(std::vector<std::string>{"a"})), ""},

@@ -2,7 +2,10 @@
 // components): every class of error is reported with its file:line:col, the
 // component path and a message; variables, settings, defaults, topological
 // order and the DOT rendering.
+#include "runtime/pipeline_spec.h"
+
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,10 +15,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
-
-#include "runtime/pipeline_spec.h"
 
 namespace rt = runlens::runtime;
 
@@ -35,29 +34,44 @@ class ToyCatalog final : public rt::Catalog {
  public:
   ToyCatalog() {
     using T = rt::ParamType;
-    add({"ticker", rt::Role::kSource, "emits ticks",
+    add({"ticker",
+         rt::Role::kSource,
+         "emits ticks",
          {param("count", T::kInt, std::nullopt, "ticks to emit", {}, 1, 1000),
           param("burst", T::kInt, "1", "ticks at once", {}, 1, 1000),
-          param("rate", T::kDouble, "1.0", "ticks per second", {}, 0),
-          param("label", T::kString, "t"),
-          param("jitter", T::kDuration, "0s", "", {}, std::nullopt, 60),
-          param("loop", T::kBool, "false"),
+          param("rate", T::kDouble, "1.0", "ticks per second", {}, 0), param("label", T::kString, "t"),
+          param("jitter", T::kDuration, "0s", "", {}, std::nullopt, 60), param("loop", T::kBool, "false"),
           param("tags", T::kStringList, "[]")},
-         0, bit(kTick)});
+         0,
+         bit(kTick)});
     add({"alarms", rt::Role::kSource, "emits alerts", {}, 0, bit(kAlert)});
-    add({"summer", rt::Role::kOperator, "sums ticks",
+    add({"summer",
+         rt::Role::kOperator,
+         "sums ticks",
          {param("threshold", T::kDouble, std::nullopt, "alert above"),
-          param("window", T::kDuration, "1s", "", {}, 0.001),
-          param("mode", T::kString, "sum", "", {"sum", "max"}),
+          param("window", T::kDuration, "1s", "", {}, 0.001), param("mode", T::kString, "sum", "", {"sum", "max"}),
           param("keys", T::kStringList, "[a, b]")},
-         bit(kTick), bit(kSum)});
-    add({"relay", rt::Role::kOperator, "passes everything", {}, bit(kTick) | bit(kSum) | bit(kAlert),
+         bit(kTick),
+         bit(kSum)});
+    add({"relay",
+         rt::Role::kOperator,
+         "passes everything",
+         {},
+         bit(kTick) | bit(kSum) | bit(kAlert),
          bit(kTick) | bit(kSum) | bit(kAlert)});
-    add({"printer", rt::Role::kSink, "prints", {param("path", T::kString, "${OUT:-/tmp}/x.jsonl")},
-         bit(kTick) | bit(kSum) | bit(kAlert), 0});
+    add({"printer",
+         rt::Role::kSink,
+         "prints",
+         {param("path", T::kString, "${OUT:-/tmp}/x.jsonl")},
+         bit(kTick) | bit(kSum) | bit(kAlert),
+         0});
     add({"alert_log", rt::Role::kSink, "alerts only", {}, bit(kAlert), 0});
-    add({"strict_printer", rt::Role::kSink, "a default that needs a variable",
-         {param("path", T::kString, "${RUNLENS_TOY_UNSET}/x.jsonl")}, bit(kTick), 0});
+    add({"strict_printer",
+         rt::Role::kSink,
+         "a default that needs a variable",
+         {param("path", T::kString, "${RUNLENS_TOY_UNSET}/x.jsonl")},
+         bit(kTick),
+         0});
   }
   const rt::ComponentInfo* find(const std::string& type) const override {
     auto it = infos_.find(type);
@@ -170,8 +184,8 @@ TEST_CASE("each class of pipeline error is reported at its file:line:col with th
       {"duplicate key in a component", "sources:\n  src: {type: ticker, count: 3, count: 4}\n", 2, 33, "sources.src",
        "duplicate key 'count'"},
       // parameters
-      {"unknown parameter (did you mean)", "sources:\n  src: {type: ticker, count: 3, rat: 2}\n", 2, 33,
-       "sources.src", "unknown parameter 'rat' for ticker (did you mean 'rate'?)"},
+      {"unknown parameter (did you mean)", "sources:\n  src: {type: ticker, count: 3, rat: 2}\n", 2, 33, "sources.src",
+       "unknown parameter 'rat' for ticker (did you mean 'rate'?)"},
       {"inputs on a source", "sources:\n  src: {type: ticker, count: 3, inputs: [x]}\n", 2, 33, "sources.src",
        "unknown parameter 'inputs' for ticker (sources have no inputs)"},
       {"a list given for a number", "sources:\n  src: {type: ticker, count: 3, rate: [1, 2]}\n", 2, 39,
@@ -200,33 +214,34 @@ TEST_CASE("each class of pipeline error is reported at its file:line:col with th
        "sources.src.tags", "expected a list of strings"},
       {"missing required parameter", "sources:\n  src: {type: ticker}\n", 2, 3, "sources.src",
        "missing required parameter 'count' (int: ticks to emit)"},
-      {"a bad value of a required parameter is not also 'missing'", "sources:\n  src: {type: ticker, count: abc}\n",
-       2, 30, "sources.src.count", "invalid value for 'count': expected an integer, got 'abc'"},
+      {"a bad value of a required parameter is not also 'missing'", "sources:\n  src: {type: ticker, count: abc}\n", 2,
+       30, "sources.src.count", "invalid value for 'count': expected an integer, got 'abc'"},
       {"bad parallelism", SRC "operators:\n  r: {type: relay, inputs: [src], parallelism: -1}\n", 4, 48,
        "operators.r.parallelism", "must be at least 0"},
       // inputs and wiring
       {"missing inputs", SRC "sinks:\n  out: {type: printer}\n", 4, 3, "sinks.out", "missing 'inputs'"},
       {"empty inputs", SRC "sinks:\n  out: {type: printer, inputs: []}\n", 4, 32, "sinks.out.inputs",
        "expected a non-empty list of component names"},
-      {"unknown input (did you mean)", SRC "sinks:\n  out: {type: printer, inputs: [scr]}\n", 4, 33,
-       "sinks.out.inputs", "unknown input 'scr' (did you mean 'src'?)"},
+      {"unknown input (did you mean)", SRC "sinks:\n  out: {type: printer, inputs: [scr]}\n", 4, 33, "sinks.out.inputs",
+       "unknown input 'scr' (did you mean 'src'?)"},
       {"an input listed twice", SRC "sinks:\n  out: {type: printer, inputs: [src, src]}\n", 4, 38, "sinks.out.inputs",
        "input 'src' is listed twice"},
       {"an input that is a sink",
        SRC "sinks:\n  out1: {type: printer, inputs: [src]}\n  out2: {type: printer, inputs: [out1]}\n", 5, 34,
        "sinks.out2.inputs", "input 'out1' is a sink and has no output"},
-      {"incompatible port types", "sources:\n  al: {type: alarms}\noperators:\n  s: {type: summer, inputs: [al], threshold: 1}\n",
-       4, 30, "operators.s.inputs", "incompatible port types: 'al' (alarms) emits [alert] but summer accepts [tick]"},
+      {"incompatible port types",
+       "sources:\n  al: {type: alarms}\noperators:\n  s: {type: summer, inputs: [al], threshold: 1}\n", 4, 30,
+       "operators.s.inputs", "incompatible port types: 'al' (alarms) emits [alert] but summer accepts [tick]"},
       {"a component reading itself", SRC "operators:\n  a: {type: relay, inputs: [src, a]}\n", 4, 34,
        "operators.a.inputs", "cycle: 'a' reads its own output"},
-      {"a cycle a -> b -> a",
-       SRC "operators:\n  a: {type: relay, inputs: [src, b]}\n  b: {type: relay, inputs: [a]}\n", 4, 3, "operators.a",
-       "cycle in the pipeline: a -> b -> a"},
+      {"a cycle a -> b -> a", SRC "operators:\n  a: {type: relay, inputs: [src, b]}\n  b: {type: relay, inputs: [a]}\n",
+       4, 3, "operators.a", "cycle in the pipeline: a -> b -> a"},
       // variables
       {"undefined variable", "sources:\n  src: {type: ticker, count: 3, label: \"${NOPE}\"}\n", 2, 40,
        "sources.src.label", "undefined variable 'NOPE' (set it, or write ${NOPE:-default})"},
-      {"undefined variable in a block scalar", "sources:\n  src:\n    type: ticker\n    count: 3\n    label: x-${NOPE}\n",
-       5, 12, "sources.src.label", "undefined variable 'NOPE'"},
+      {"undefined variable in a block scalar",
+       "sources:\n  src:\n    type: ticker\n    count: 3\n    label: x-${NOPE}\n", 5, 12, "sources.src.label",
+       "undefined variable 'NOPE'"},
       {"invalid variable name", "sources:\n  src: {type: ticker, count: 3, label: \"${A-B}\"}\n", 2, 40,
        "sources.src.label", "invalid variable name 'A-B'"},
       {"unterminated variable", "sources:\n  src: {type: ticker, count: 3, label: \"${OUT\"}\n", 2, 40,
@@ -286,7 +301,7 @@ TEST_CASE("substitute_vars: ${VAR}, ${VAR:-default}, $$ and their errors") {
       {"${OUT:-/tmp}/a", "/out/a", ""},
       {"${UNSET:-/tmp}/a", "/tmp/a", ""},
       {"${UNSET:-}", "", ""},
-      {"${EMPTY}", "", ""},                   // set but empty: empty
+      {"${EMPTY}", "", ""},                    // set but empty: empty
       {"${EMPTY:-fallback}", "fallback", ""},  // set but empty with :- : the default (as in sh)
       {"a${OUT}b${OUT}c", "a/outb/outc", ""},
       {"$$", "$", ""},
@@ -417,9 +432,8 @@ TEST_CASE("parameter defaults are applied, parsed like written values, and locat
 
   // A default may use a variable, with its own default.
   CHECK(spec.find("out")->params.get_string("path") == "/out/x.jsonl");
-  CHECK(parse(SRC "sinks:\n  out: {type: printer, inputs: [src]}\n", vars({}))
-            .find("out")
-            ->params.get_string("path") == "/tmp/x.jsonl");
+  CHECK(parse(SRC "sinks:\n  out: {type: printer, inputs: [src]}\n", vars({})).find("out")->params.get_string("path") ==
+        "/tmp/x.jsonl");
 }
 
 TEST_CASE("components, their paths, inputs, locations and parallelism are recorded") {
@@ -472,19 +486,18 @@ TEST_CASE("components come out in topological order, inputs first") {
 }
 
 TEST_CASE("to_dot() shows every component and every edge") {
-  auto spec = parse(
-      "name: toy\n" SRC
-      "  al: {type: alarms}\n"
-      "operators:\n"
-      "  s: {type: summer, inputs: [src], threshold: 2}\n"
-      "  r: {type: relay, inputs: [s, al]}\n"
-      "sinks:\n"
-      "  out: {type: printer, inputs: [r, src]}\n");
+  auto spec = parse("name: toy\n" SRC
+                    "  al: {type: alarms}\n"
+                    "operators:\n"
+                    "  s: {type: summer, inputs: [src], threshold: 2}\n"
+                    "  r: {type: relay, inputs: [s, al]}\n"
+                    "sinks:\n"
+                    "  out: {type: printer, inputs: [r, src]}\n");
   std::string dot = spec.to_dot();
   CAPTURE(dot);
   CHECK(dot.rfind("digraph \"toy\" {", 0) == 0);
-  for (const char* edge : {"\"src\" -> \"s\";", "\"s\" -> \"r\";", "\"al\" -> \"r\";", "\"r\" -> \"out\";",
-                           "\"src\" -> \"out\";"}) {
+  for (const char* edge :
+       {"\"src\" -> \"s\";", "\"s\" -> \"r\";", "\"al\" -> \"r\";", "\"r\" -> \"out\";", "\"src\" -> \"out\";"}) {
     CAPTURE(edge);
     CHECK(dot.find(edge) != std::string::npos);
   }
@@ -493,7 +506,7 @@ TEST_CASE("to_dot() shows every component and every edge") {
   CHECK(dot.find("\"s\" [shape=box") != std::string::npos);
   CHECK(dot.find("\"out\" [shape=house") != std::string::npos);
   CHECK(dot.find("threshold=2") != std::string::npos);  // parameters in the label...
-  CHECK(dot.find("window=1s") != std::string::npos);     // ...durations as durations
+  CHECK(dot.find("window=1s") != std::string::npos);    // ...durations as durations
   CHECK(dot.back() == '\n');
 }
 
@@ -559,8 +572,8 @@ TEST_CASE("a parameter default is located at its component") {
   CHECK(diags[0].where.column == 3);
 
   auto spec = parse(SRC "operators:\n  s: {type: summer, inputs: [src], threshold: 2}\n");
-  for (auto [id, name] : {std::pair{"src", "rate"}, std::pair{"src", "label"}, std::pair{"s", "window"},
-                          std::pair{"s", "keys"}}) {
+  for (auto [id, name] :
+       {std::pair{"src", "rate"}, std::pair{"src", "label"}, std::pair{"s", "window"}, std::pair{"s", "keys"}}) {
     CAPTURE(name);
     const auto* c = spec.find(id);
     REQUIRE(c != nullptr);

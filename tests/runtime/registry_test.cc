@@ -1,6 +1,8 @@
 // The registry: component descriptions and factories for a toy row type, its
 // use as the parser's catalog, factory errors located at the parameter, and a
 // whole pipeline from YAML text to outputs, all without a training type.
+#include "runtime/registry.h"
+
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "runtime/executor.h"
-#include "runtime/registry.h"
 
 namespace rt = runlens::runtime;
 
@@ -120,16 +121,23 @@ rt::ParamSpec param(std::string name, rt::ParamType type, std::optional<std::str
 
 std::unique_ptr<rt::Registry<Row>> make_registry() {
   auto reg = std::make_unique<rt::Registry<Row>>(std::vector<std::string>{"reading", "alert"});
-  reg->add_source({"counter", rt::Role::kSource, "counts",
+  reg->add_source({"counter",
+                   rt::Role::kSource,
+                   "counts",
                    {param("count", rt::ParamType::kInt, std::nullopt), param("keys", rt::ParamType::kInt, "3"),
                     param("step", rt::ParamType::kDuration, "1ms")},
-                   0, 1u << kReading},
+                   0,
+                   1u << kReading},
                   [](const rt::BuildContext& ctx) {
                     return std::make_unique<CounterSource>(ctx.params->get_int("count"), ctx.params->get_int("keys"),
                                                            ctx.params->get_duration_ns("step"));
                   });
-  reg->add_operator({"above", rt::Role::kOperator, "alerts above a threshold",
-                     {param("threshold", rt::ParamType::kInt, std::nullopt)}, 1u << kReading, 1u << kAlert},
+  reg->add_operator({"above",
+                     rt::Role::kOperator,
+                     "alerts above a threshold",
+                     {param("threshold", rt::ParamType::kInt, std::nullopt)},
+                     1u << kReading,
+                     1u << kAlert},
                     [](const rt::BuildContext& ctx) -> std::unique_ptr<rt::OperatorDef<Row>> {
                       // Validate in the factory: a bad combination is a located user error.
                       if (ctx.params->get_int("threshold") <= 0) ctx.fail("threshold", "threshold must be positive");

@@ -1,10 +1,10 @@
 // Errors: locations, diagnostics, ConfigError, internal checks and "did you mean".
+#include "runtime/status.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
-
-#include "runtime/status.h"
 
 namespace rt = runlens::runtime;
 
@@ -64,9 +64,9 @@ TEST_CASE("closest_match suggests a candidate within a small edit distance, or n
       {"xyz", {"rate", "count"}, ""},
       {"anything", {}, ""},
       {"rate", {"rate"}, "rate"},
-      {"abcd", {"abxy", "abcx"}, "abcx"},                          // the closest, not the first
-      {"abcd", {"abcx", "abcy"}, "abcx"},                          // a tie: the first
-      {"threshold_ratio", {"ratio_threshold"}, ""},                // too far
+      {"abcd", {"abxy", "abcx"}, "abcx"},            // the closest, not the first
+      {"abcd", {"abcx", "abcy"}, "abcx"},            // a tie: the first
+      {"threshold_ratio", {"ratio_threshold"}, ""},  // too far
       {"straggler_ratioo", {"straggler_ratio"}, "straggler_ratio"},
       {"a", {"bcd"}, ""},
   };

@@ -15,11 +15,8 @@ TEST_CASE("scenario: healthy runs raise no warning or critical alert") {
     bool detail;
   };
   const Shape shapes[] = {
-      {32, 8, 300, 2, 0.002, true},
-      {32, 8, 200, 1, 0.01, true},
-      {8, 4, 400, 5, 0.01, true},
-      {64, 8, 150, 10, 0.002, true},
-      {16, 4, 200, 20, 0.002, false},
+      {32, 8, 300, 2, 0.002, true},  {32, 8, 200, 1, 0.01, true},    {8, 4, 400, 5, 0.01, true},
+      {64, 8, 150, 10, 0.002, true}, {16, 4, 200, 20, 0.002, false},
   };
   for (uint64_t seed : {1, 2, 3}) {
     for (const auto& s : shapes) {
@@ -46,7 +43,9 @@ TEST_CASE("scenario: detail telemetry does not change the step and train values"
         if (r.kind() == Kind::kTrain) lines.push_back(jsonl::encode_record(r));
         if (r.kind() == Kind::kStep) {
           Step s = r.as<Step>();
-          for (auto f : {Step::F::dataset_shard, Step::F::mem_allocated_bytes, Step::F::mem_reserved_bytes, Step::F::mem_peak_bytes}) s.clear(f);
+          for (auto f : {Step::F::dataset_shard, Step::F::mem_allocated_bytes, Step::F::mem_reserved_bytes,
+                         Step::F::mem_peak_bytes})
+            s.clear(f);
           Record x = r;
           x.body = s;
           lines.push_back(jsonl::encode_record(x));

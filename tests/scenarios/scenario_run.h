@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/synth/synth.h"
 #include "formats/jsonl_codec.h"
 #include "tests/pipelines/replay_run.h"
-#include "cli/synth/synth.h"
 
 namespace runlens::testing {
 
@@ -54,7 +54,8 @@ struct ScenarioResult {
   std::vector<std::string> serious() const {
     std::vector<std::string> s;
     for (const auto& a : alerts) {
-      if (a.severity != Severity::kInfo && a.kind != "diagnosis") s.push_back(a.kind + "@" + (a.step ? std::to_string(*a.step) : "?") + ": " + a.summary);
+      if (a.severity != Severity::kInfo && a.kind != "diagnosis")
+        s.push_back(a.kind + "@" + (a.step ? std::to_string(*a.step) : "?") + ": " + a.summary);
     }
     return s;
   }

@@ -87,19 +87,25 @@ std::vector<WireBody> wire_bodies() {
 // Whether a Cap'n Proto field type is the storage of a FieldType.
 bool type_matches(FieldType ft, capnp::Type t) {
   switch (ft) {
-    case FieldType::kI32: return t.which() == Type::INT32;
-    case FieldType::kI64: return t.which() == Type::INT64;
-    case FieldType::kF64: return t.which() == Type::FLOAT64;
-    case FieldType::kBOOL: return t.which() == Type::BOOL;
+    case FieldType::kI32:
+      return t.which() == Type::INT32;
+    case FieldType::kI64:
+      return t.which() == Type::INT64;
+    case FieldType::kF64:
+      return t.which() == Type::FLOAT64;
+    case FieldType::kBOOL:
+      return t.which() == Type::BOOL;
     case FieldType::kSYM:
-    case FieldType::kSTR: return t.which() == Type::TEXT;
+    case FieldType::kSTR:
+      return t.which() == Type::TEXT;
     case FieldType::kCONFIG:
       return t.isList() && t.asList().getElementType().isStruct() &&
              t.asList().getElementType().asStruct() == capnp::Schema::from<wire::ConfigEntry>();
     case FieldType::kRANKS:
       return t.isList() && t.asList().getElementType().isStruct() &&
              t.asList().getElementType().asStruct() == capnp::Schema::from<wire::RankEntry>();
-    case FieldType::kVALUE: return t.isStruct() && t.asStruct() == capnp::Schema::from<wire::Value>();
+    case FieldType::kVALUE:
+      return t.isStruct() && t.asStruct() == capnp::Schema::from<wire::Value>();
   }
   return false;
 }
@@ -241,7 +247,9 @@ class Gen {
     v = Symbol::intern(kSyms[pick(3)]);
   }
   void value(std::string& v) { v = pick(2) ? "x" : "y\n"; }
-  void value(Value& v) { v = coin() ? Value::of(static_cast<double>(pick(2))) : Value::of(std::string(pick(2) ? "1" : "s")); }
+  void value(Value& v) {
+    v = coin() ? Value::of(static_cast<double>(pick(2))) : Value::of(std::string(pick(2) ? "1" : "s"));
+  }
   void value(ConfigMap& m) {
     m.clear();
     int n = pick(3);
@@ -280,17 +288,38 @@ class Gen {
     static const char* kTenants[] = {"", "t1", "t2"};
     r.tenant = Symbol::intern(kTenants[pick(3)]);
     switch (static_cast<Kind>(pick(kContractKinds))) {
-      case Kind::kRunStart: r.body = std::make_shared<const RunStart>(body_of<RunStart>()); break;
-      case Kind::kStep: r.body = body_of<Step>(); break;
-      case Kind::kTrain: r.body = body_of<Train>(); break;
-      case Kind::kGpu: r.body = body_of<Gpu>(); break;
-      case Kind::kNode: r.body = body_of<NodeSample>(); break;
-      case Kind::kCollective: r.body = body_of<Collective>(); break;
-      case Kind::kData: r.body = body_of<DataSample>(); break;
-      case Kind::kCheckpoint: r.body = body_of<Checkpoint>(); break;
-      case Kind::kEvent: r.body = body_of<Occurrence>(); break;
-      case Kind::kRunEnd: r.body = body_of<RunEnd>(); break;
-      default: break;
+      case Kind::kRunStart:
+        r.body = std::make_shared<const RunStart>(body_of<RunStart>());
+        break;
+      case Kind::kStep:
+        r.body = body_of<Step>();
+        break;
+      case Kind::kTrain:
+        r.body = body_of<Train>();
+        break;
+      case Kind::kGpu:
+        r.body = body_of<Gpu>();
+        break;
+      case Kind::kNode:
+        r.body = body_of<NodeSample>();
+        break;
+      case Kind::kCollective:
+        r.body = body_of<Collective>();
+        break;
+      case Kind::kData:
+        r.body = body_of<DataSample>();
+        break;
+      case Kind::kCheckpoint:
+        r.body = body_of<Checkpoint>();
+        break;
+      case Kind::kEvent:
+        r.body = body_of<Occurrence>();
+        break;
+      case Kind::kRunEnd:
+        r.body = body_of<RunEnd>();
+        break;
+      default:
+        break;
     }
     return r;
   }
@@ -357,7 +386,8 @@ TEST_CASE("canonical order: a strict total order over random records, time first
       // Antisymmetry.
       if (s[i][j] != -s[j][i]) FAIL_CHECK("not antisymmetric: ", text[i], " vs ", text[j]);
       // Totality: equal only when the content is equal.
-      if ((s[i][j] == 0) != (text[i] == text[j])) FAIL_CHECK("equal order but different content (or vice versa): ", text[i], " vs ", text[j]);
+      if ((s[i][j] == 0) != (text[i] == text[j]))
+        FAIL_CHECK("equal order but different content (or vice versa): ", text[i], " vs ", text[j]);
       equal_pairs += s[i][j] == 0;
       // Time first, then kind.
       if (a.time_ns < b.time_ns && s[i][j] != -1) FAIL_CHECK("time not first: ", text[i], " vs ", text[j]);
@@ -446,9 +476,17 @@ void full(Value& v) { v = Value::of(2.0); }
 void full(ConfigMap& m) { m = {{"a", Value::of(1.0)}, {"b", Value::of(std::string("x"))}, {"c", Value::of(3.0)}}; }
 void full(RankList& l) { l = {{0, Symbol::intern("n0"), 0}, {1, Symbol::intern("n1"), 1}}; }
 
-Record wrap(const RunStart& b) { Record r; r.body = std::make_shared<const RunStart>(b); return r; }
+Record wrap(const RunStart& b) {
+  Record r;
+  r.body = std::make_shared<const RunStart>(b);
+  return r;
+}
 template <class B>
-Record wrap(const B& b) { Record r; r.body = b; return r; }
+Record wrap(const B& b) {
+  Record r;
+  r.body = b;
+  return r;
+}
 
 #define RL_FULL_(T, name, Camel, req) full(b.name), b.set_present(B::F::name);
 #define RL_MUTATE_(T, name, Camel, req)                                         \
@@ -462,40 +500,34 @@ Record wrap(const B& b) { Record r; r.body = b; return r; }
     B cleared = b;                                                              \
     cleared.clear(B::F::name);                                                  \
     CHECK(content_hash(wrap(cleared)) != h0);                                   \
-    /* Absent is not the default value: clear the bit of a field holding 0 */  \
+    /* Absent is not the default value: clear the bit of a field holding 0 */   \
     B zero_absent = b, zero_present = b;                                        \
     zero_absent.name = {};                                                      \
     zero_present.name = {};                                                     \
     zero_absent.clear(B::F::name);                                              \
     CHECK(content_hash(wrap(zero_absent)) != content_hash(wrap(zero_present))); \
   }
-#define RL_HASH_CASE_(Type, LIST)                          \
-  SUBCASE(#Type) {                                         \
-    using B = Type;                                        \
-    B b;                                                   \
-    LIST(RL_FULL_)                                         \
-    const uint64_t h0 = content_hash(wrap(b));             \
+#define RL_HASH_CASE_(Type, LIST)                           \
+  SUBCASE(#Type) {                                          \
+    using B = Type;                                         \
+    B b;                                                    \
+    LIST(RL_FULL_)                                          \
+    const uint64_t h0 = content_hash(wrap(b));              \
     CHECK(content_hash(wrap(b)) == h0); /* deterministic */ \
-    LIST(RL_MUTATE_)                                       \
-    Record later = wrap(b), tenant = wrap(b);              \
-    later.time_ns += 1;                                    \
-    tenant.tenant = Symbol::intern("t");                   \
-    CHECK(content_hash(later) != h0);                      \
-    CHECK(content_hash(tenant) != h0);                     \
+    LIST(RL_MUTATE_)                                        \
+    Record later = wrap(b), tenant = wrap(b);               \
+    later.time_ns += 1;                                     \
+    tenant.tenant = Symbol::intern("t");                    \
+    CHECK(content_hash(later) != h0);                       \
+    CHECK(content_hash(tenant) != h0);                      \
   }
 
-TEST_CASE("content_hash: changing, clearing or zeroing any one field changes the hash") {
-  RL_HASH_CASE_(RunStart, RUNLENS_RUN_START_FIELDS)
-  RL_HASH_CASE_(Step, RUNLENS_STEP_FIELDS)
-  RL_HASH_CASE_(Train, RUNLENS_TRAIN_FIELDS)
-  RL_HASH_CASE_(Gpu, RUNLENS_GPU_FIELDS)
-  RL_HASH_CASE_(NodeSample, RUNLENS_NODE_FIELDS)
-  RL_HASH_CASE_(Collective, RUNLENS_COLLECTIVE_FIELDS)
-  RL_HASH_CASE_(DataSample, RUNLENS_DATA_FIELDS)
-  RL_HASH_CASE_(Checkpoint, RUNLENS_CHECKPOINT_FIELDS)
-  RL_HASH_CASE_(Occurrence, RUNLENS_OCCURRENCE_FIELDS)
-  RL_HASH_CASE_(RunEnd, RUNLENS_RUN_END_FIELDS)
-}
+TEST_CASE("content_hash: changing, clearing or zeroing any one field changes the hash"){
+    RL_HASH_CASE_(RunStart, RUNLENS_RUN_START_FIELDS) RL_HASH_CASE_(Step, RUNLENS_STEP_FIELDS)
+        RL_HASH_CASE_(Train, RUNLENS_TRAIN_FIELDS) RL_HASH_CASE_(Gpu, RUNLENS_GPU_FIELDS)
+            RL_HASH_CASE_(NodeSample, RUNLENS_NODE_FIELDS) RL_HASH_CASE_(Collective, RUNLENS_COLLECTIVE_FIELDS)
+                RL_HASH_CASE_(DataSample, RUNLENS_DATA_FIELDS) RL_HASH_CASE_(Checkpoint, RUNLENS_CHECKPOINT_FIELDS)
+                    RL_HASH_CASE_(Occurrence, RUNLENS_OCCURRENCE_FIELDS) RL_HASH_CASE_(RunEnd, RUNLENS_RUN_END_FIELDS)}
 #undef RL_HASH_CASE_
 #undef RL_MUTATE_
 #undef RL_FULL_
@@ -571,7 +603,10 @@ TEST_CASE("canonical order: alerts differing only in severity, value or diagnosi
       {"threshold", [](Alert& x) { x.threshold = 1.5; }},
       {"kind", [](Alert& x) { x.kind = "nan_loss"; }},
       {"cause", [](Alert& x) { x.cause = "slow dataloader"; }},
-      {"evidence", [](Alert& x) { x.evidence.push_back({"step", 3, "slow"}); }},
+      {"evidence",
+       [](Alert& x) {
+         x.evidence.push_back({"step", 3, "slow"});
+       }},
       {"attrs", [](Alert& x) { x.attrs.emplace_back("ratio", 1.7); }},
   };
   for (const Change& c : changes) {

@@ -11,8 +11,8 @@
 #include <zmq.hpp>
 
 #include "formats/capnp_codec.h"
-#include "tests/store/store_scenarios.h"
 #include "tests/cli/child_process.h"
+#include "tests/store/store_scenarios.h"
 
 using namespace runlens;
 using namespace runlens::testing;

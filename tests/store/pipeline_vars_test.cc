@@ -4,8 +4,8 @@
 // that directory settles.)
 #include <doctest/doctest.h>
 
-#include "runtime/pipeline_spec.h"
 #include "engine/engine.h"
+#include "runtime/pipeline_spec.h"
 #include "server/serve.h"
 
 using namespace runlens;

@@ -4,8 +4,6 @@
 // lists the evidence.
 #include "reports/report.h"
 
-
-
 #include "store/store.h"
 #include "tests/cli/child_process.h"
 #include "tests/store/store_scenarios.h"

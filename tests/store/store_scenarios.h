@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "cli/synth/synth.h"
+#include "engine/engine.h"
 #include "formats/json_reader.h"
 #include "formats/jsonl_codec.h"
 #include "tests/pipelines/replay_run.h"
-#include "engine/engine.h"
-#include "cli/synth/synth.h"
 
 namespace runlens::testing {
 

@@ -166,8 +166,8 @@ TEST_CASE("rollups are the same whatever the commit cadence, and blocks written 
     std::string out;
     for (int64_t res : {10'000'000'000ll, 60'000'000'000ll}) {
       for (const auto& r : st.metrics->gpu_rollups({}, res, INT64_MIN, INT64_MAX)) {
-        out += r.node + "/" + std::to_string(r.gpu) + "@" + std::to_string(r.bucket_ns) + " n=" +
-               std::to_string(r.samples) + " util=" + std::to_string(r.util_pct.sum) + "\n";
+        out += r.node + "/" + std::to_string(r.gpu) + "@" + std::to_string(r.bucket_ns) +
+               " n=" + std::to_string(r.samples) + " util=" + std::to_string(r.util_pct.sum) + "\n";
       }
     }
     return out;

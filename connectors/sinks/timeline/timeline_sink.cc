@@ -1151,8 +1151,8 @@ void RegisterTimelineSink(Registry& registry) {
        std::nullopt},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kTrain) | mask(Kind::kGpu) | mask(Kind::kNode) |
-                 mask(Kind::kCheckpoint) | mask(Kind::kEvent) | mask(Kind::kRunEnd) |
-                 mask(Kind::kStepRecord) | mask(Kind::kStepStats) | mask(Kind::kAlert);
+                 mask(Kind::kCheckpoint) | mask(Kind::kEvent) | mask(Kind::kRunEnd) | mask(Kind::kStepRecord) |
+                 mask(Kind::kStepStats) | mask(Kind::kAlert);
   registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {
     TimelineSinkOptions o;
     o.db_path = ctx.params->get_string("db");

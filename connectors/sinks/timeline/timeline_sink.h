@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "store/store.h"
 #include "schema/row.h"
+#include "store/store.h"
 
 namespace runlens::connectors {
 

@@ -207,8 +207,8 @@ class Emitter {
   // rest and returns; ZeroMQ's linger is bounded by what is left of the
   // timeout. Returns true when nothing was dropped at close. Later calls and
   // later emits do nothing (emits are counted as dropped).
-  bool close(std::chrono::milliseconds timeout = kDefaultCloseTimeout,
-             std::string_view status = "completed", std::string_view reason = {}) noexcept;
+  bool close(std::chrono::milliseconds timeout = kDefaultCloseTimeout, std::string_view status = "completed",
+             std::string_view reason = {}) noexcept;
 
   Stats stats() const noexcept;
   const EmitterOptions& options() const noexcept;
