@@ -19,13 +19,23 @@ double straggler_work_ms(const Step& s) {
   return std::max(0.0, w);
 }
 
+namespace {
+// lgamma() writes the global `signgam`, a data race when partitions on two
+// threads call it (TSan found it); lgamma_r returns the same value and keeps
+// the sign to itself.
+double log_gamma(double x) {
+  int sign = 0;
+  return ::lgamma_r(x, &sign);
+}
+}  // namespace
+
 int64_t straggler_required_hits(int64_t persist_k, int64_t n, int64_t ranks, double p, double false_alarm_rate) {
   if (false_alarm_rate <= 0 || n <= 0) return persist_k;
   p = std::clamp(p, 0.0, 1.0);
   // P(X = j) for X ~ Binomial(n, p), j = 0..n, then tails from the top.
   std::vector<double> pmf(static_cast<size_t>(n) + 1);
   for (int64_t j = 0; j <= n; ++j) {
-    double c = std::exp(std::lgamma(double(n) + 1) - std::lgamma(double(j) + 1) - std::lgamma(double(n - j) + 1));
+    double c = std::exp(log_gamma(double(n) + 1) - log_gamma(double(j) + 1) - log_gamma(double(n - j) + 1));
     pmf[static_cast<size_t>(j)] = c * std::pow(p, double(j)) * std::pow(1 - p, double(n - j));
   }
   double tail = 0;

@@ -639,11 +639,13 @@ class Executor {
 
   ExecutorOptions opts_;
   RowText row_text_;
-  std::vector<std::unique_ptr<Node>> nodes_;
-  int producers_ = 0;
   std::unique_ptr<tbb::global_control> parallelism_;
   std::unique_ptr<tbb::task_arena> arena_;
+  // Declared before nodes_, so destroyed after them: a flow-graph node's
+  // destructor unregisters it from its graph (TSan found the reverse order).
   std::unique_ptr<tbb::flow::graph> graph_;
+  std::vector<std::unique_ptr<Node>> nodes_;
+  int producers_ = 0;
   std::vector<std::thread> source_threads_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> failed_{false};
