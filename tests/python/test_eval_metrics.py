@@ -220,6 +220,8 @@ def test_bleu_13a_tokens_and_errors():
     assert M.bleu_tokenize("A &amp; B") == ["A", "&", "B"]
     with pytest.raises(ValueError):
         M.corpus_bleu(["a b"], [["a b", "c d"]])  # a stream of the wrong length
+    with pytest.raises(TypeError):
+        M.corpus_bleu(["a b"], ["a b"])  # one stream not wrapped in a list
     with pytest.raises(ValueError):
         M.corpus_bleu(["a b"], [["a b"]], tokenize="moses")
     with pytest.raises(ValueError):

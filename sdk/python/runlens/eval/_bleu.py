@@ -239,6 +239,11 @@ def bleu_score(
     if isinstance(references, str):
         references = [[references]]
     hypotheses = list(hypotheses)
+    if any(isinstance(stream, str) for stream in references):
+        raise TypeError(
+            "corpus_bleu: references is a list of reference streams (each a list of strings, one per "
+            "segment); with one reference per segment pass [references]"
+        )
     streams = [list(stream) for stream in references]
     if not streams:
         raise ValueError("corpus_bleu: references must hold at least one reference stream")
