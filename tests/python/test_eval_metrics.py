@@ -70,7 +70,7 @@ def test_pass_at_k_is_stable_for_a_million_samples():
     for c, k in [(1, 1), (10, 100), (1000, 100), (500_000, 10), (999_999, 1000)]:
         exact = float(_naive_pass_at_k(n, c, k))
         got = M.pass_at_k(n, c, k)
-        assert got == pytest.approx(exact, rel=1e-9)
+        assert got == pytest.approx(exact, rel=1e-12)
         assert 0.0 <= got <= 1.0
     assert M.pass_at_k(n, 1, 1) == pytest.approx(1e-6, rel=1e-12)  # tiny values keep their digits
     ks = [M.pass_at_k(n, 100, k) for k in (1, 10, 100, 1000)]
@@ -83,6 +83,10 @@ def test_pass_at_k_rejects_bad_counts():
             M.pass_at_k(*args)
     with pytest.raises(ValueError):
         M.pass_at_k([5, 5], [1], 1)
+    with pytest.raises(ValueError):
+        M.pass_at_k(5.5, 2, 1)
+    assert M.pass_at_k(np.int64(6), np.int64(3), 1.0) == pytest.approx(0.5)
+    assert M.pass_at_k(np.array([6, 6]), np.array([3, 0]), 1).tolist() == [pytest.approx(0.5), 0.0]
 
 
 # --- BLEU -------------------------------------------------------------------
