@@ -333,7 +333,31 @@ def test_rouge_properties():
     assert mean["rouge1"]["fmeasure"] == pytest.approx(M.rouge(a, b)["rouge1"]["fmeasure"]) and mean["rouge1"]["fmeasure"].n == 2
 
 
+def test_rouge_lsum_against_rouge155_with_stemming():
+    # testRougeLSumAgainstRouge155WithStemming: rouge/testdata/pyrouge_files/
+    # target_multi.0.txt (commit 4c470233; its first two lines are target.txt's)
+    # and prediction_multi.0.txt (commit e30f540d).
+    target = "".join(_TARGETS) + (
+        "NhETebUbBk'er WOvoHMTjSRizKgH'vHiing Xu,hWxfs VkNE QhgKiLHE -HidivzoM.dO anhtion jbLQiSGDTCsuhREebUaKM "
+        "dv J dVN tmbOT\n"
+        "vMR HDm,xOAetion D,tion HJtodT.mHl UIv-p VjWH'BdyWjnfGU-OjT aEMdFICyLWfQMtion wEMfdOKing AwkeKbO "
+        "'DxqNOHBH qKtVvm OYJl mM\n"
+    )
+    prediction = "".join(_PREDICTIONS) + (
+        "xfs VkJE QhgKiLHE -HidivzoM.dO anhing jbLQiSGDTCsuhREebUaKM dv J\n"
+        "VjWH'BdyWjnfGU-OjTNaEMdFICyLWfQMing wEMfdOKijg AwkeKbO 'DxqNO\n"
+    )
+    r = M.rouge(target, prediction, ["rougeLsum"], use_stemmer=True)["rougeLsum"]
+    assert (round(r["recall"], 5), round(r["precision"], 5), round(r["fmeasure"], 5)) == (0.36538, 0.66667, 0.47205)
+
+
 def test_rouge_tokenizer():
+    # rouge/tokenize_test.py (commit 0c1bbe5f) and rouge/tokenizers_test.py (commit 30adf0ec)
+    assert M.rouge_tokenize("one Two three") == ["one", "two", "three"]
+    assert M.rouge_tokenize("one\n Two \nthree") == ["one", "two", "three"]
+    assert M.rouge_tokenize("this is a test") == ["this", "is", "a", "test"]
+    assert M.rouge_tokenize("the friends had a meeting", use_stemmer=True) == ["the", "friend", "had", "a", "meet"]
+    # By hand: punctuation splits, tokens of 3 characters or fewer are not stemmed.
     assert M.rouge_tokenize("Hello, World! It's 2024.") == ["hello", "world", "it", "s", "2024"]
     assert M.rouge_tokenize("running dogs ran", use_stemmer=True) == ["run", "dog", "ran"]
 
