@@ -608,6 +608,10 @@ def test_judge_interface_is_pluggable_and_checked():
         M.judge_scores([{"response": "x"}], object())
     with pytest.raises(ValueError):
         M.JudgeConfig("m", "p", "v", "v", criteria=(), scale=(1, 5))
+    with pytest.raises(ValueError):
+        M.JudgeConfig("m", "p", "v", "v", criteria=("c",), sampling={"stop": object()})
+    same = M.JudgeConfig(**{f: getattr(config, f) for f in config.__dataclass_fields__})
+    assert same == config and hash(same) == hash(config) and same.fingerprint() == config.fingerprint()
 
 
 # --- safety rates -----------------------------------------------------------

@@ -62,6 +62,13 @@ class JudgeConfig:
         object.__setattr__(self, "scale", (lo, hi))
         object.__setattr__(self, "temperature", float(self.temperature))
         object.__setattr__(self, "sampling", dict(self.sampling))
+        try:
+            json.dumps(self.sampling, sort_keys=True)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"JudgeConfig.sampling must be JSON-serialisable: {exc}") from None
+
+    def __hash__(self):
+        return hash(self.fingerprint())
 
     def to_dict(self) -> Dict[str, Any]:
         """A JSON-ready description, with the prompt's SHA-256 and the
