@@ -25,14 +25,23 @@ See docs/sdk.md for the full contract.
 
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 import time
 import warnings
 import weakref
 
-from . import _native
-from ._native import decode_batch
+try:
+    _native = importlib.import_module("._native", __name__)
+except ImportError as _native_error:
+    # Without the C++ module, runlens.eval and the other pure-Python parts
+    # still import; Emitter() and decode_batch() raise ImportError (the reason
+    # is in the message).
+    from . import _no_native as _native
+
+    _native.error = _native_error
+decode_batch = _native.decode_batch
 
 __all__ = [
     "Emitter",
