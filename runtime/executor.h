@@ -23,7 +23,6 @@
 #pragma once
 
 #include <oneapi/tbb/flow_graph.h>
-#include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
@@ -100,12 +99,13 @@ class Executor {
   // has been processed and flushed. Rethrows the first operator failure.
   void run() {
     prepare();
-    // `threads` worker slots plus one for the thread that waits on the graph;
-    // and let TBB start that many workers even above its default cap.
-    parallelism_ = std::make_unique<tbb::global_control>(
-        tbb::global_control::max_allowed_parallelism,
-        std::max<size_t>(static_cast<size_t>(opts_.threads) + 1,
-                         tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
+    // The thread count is this executor's own: its graph runs in its own
+    // arena of `threads` worker slots plus one for the thread that waits on
+    // the graph. Nothing process-wide (tbb::global_control) is set, so
+    // executors with different counts run side by side in one process.
+    // (TBB's pool of workers is shared and sized by the machine: a count above
+    // the core count sets the partitions and the arena's concurrency, not
+    // more OS threads.)
     arena_ = std::make_unique<tbb::task_arena>(opts_.threads + 1, 1);
     arena_->execute([&] {
       graph_ = std::make_unique<tbb::flow::graph>();
@@ -641,7 +641,6 @@ class Executor {
   RowText row_text_;
   std::vector<std::unique_ptr<Node>> nodes_;
   int producers_ = 0;
-  std::unique_ptr<tbb::global_control> parallelism_;
   std::unique_ptr<tbb::task_arena> arena_;
   std::unique_ptr<tbb::flow::graph> graph_;
   std::vector<std::thread> source_threads_;

@@ -204,8 +204,11 @@ void RegisterFileSource(Registry& registry) {
       "Reads telemetry files (JSONL or recordings, recognised by content) once, several files aligned by event "
       "time; at full speed or paced by event time.";
   info.params = {
-      {"paths", runtime::ParamType::kStringList, std::nullopt, "Files to read ('-' is standard input).", {}, {}, {}},
-      {"speed", runtime::ParamType::kString, "max", "max, realtime, or a factor such as 10x.", {}, {}, {}},
+      {.name = "paths", .type = runtime::ParamType::kStringList, .doc = "Files to read ('-' is standard input)."},
+      {.name = "speed",
+       .type = runtime::ParamType::kString,
+       .default_value = "max",
+       .doc = "max, realtime, or a factor such as 10x."},
   };
   info.emits = kAllContractKinds;
   registry.add_source(std::move(info), [](const runtime::BuildContext& ctx) {

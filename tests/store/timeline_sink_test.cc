@@ -325,7 +325,7 @@ TEST_CASE("timeline sink parameters are checked when the pipeline is loaded") {
     std::string path = store_pipeline(dir, bad);
     // Types and ranges are checked on load, the rest by the factory (as `runlens replay` builds it).
     CHECK_THROWS_AS_MESSAGE(
-        builtin_registry().make_operator(*load_pipeline(path, {{"RUNLENS_OUT", dir}}).find("store")),
+        make_builtin_registry()->make_operator(*load_pipeline(path, {{"RUNLENS_OUT", dir}}).find("store")),
         runtime::ConfigError, bad);
   }
   store::RollupTier tier;
