@@ -23,6 +23,7 @@
 #pragma once
 
 #include <oneapi/tbb/flow_graph.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
@@ -100,13 +101,9 @@ class Executor {
   void run() {
     prepare();
     // The thread count is this executor's own: its graph runs in its own
-    // arena of `threads` worker slots plus one for the thread that waits on
-    // the graph. Nothing process-wide (tbb::global_control) is set, so
+    // arena, and nothing process-wide (tbb::global_control) is set, so
     // executors with different counts run side by side in one process.
-    // (TBB's pool of workers is shared and sized by the machine: a count above
-    // the core count sets the partitions and the arena's concurrency, not
-    // more OS threads.)
-    arena_ = std::make_unique<tbb::task_arena>(opts_.threads + 1, 1);
+    arena_ = std::make_unique<tbb::task_arena>(arena_concurrency(opts_.threads), 1);
     arena_->execute([&] {
       graph_ = std::make_unique<tbb::flow::graph>();
       for (auto& n : nodes_) {
@@ -148,6 +145,16 @@ class Executor {
     return out;
   }
   int threads() const { return opts_.threads; }
+
+  // The concurrency of the arena an executor of `threads` runs in: a worker
+  // slot per thread plus one for the thread that waits on the graph. TBB's
+  // workers are one pool per process, sized by the machine (the default
+  // concurrency less one); an arena that asks for more gets no more (and
+  // makes TBB warn), so it asks for at most that many. `threads` still sets
+  // the number of partitions.
+  static int arena_concurrency(int threads) {
+    return std::min(threads, std::max(0, tbb::info::default_concurrency() - 1)) + 1;
+  }
 
  private:
   struct Node;
