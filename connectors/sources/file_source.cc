@@ -7,6 +7,7 @@
 
 #include "connectors/sources/sources.h"
 #include "formats/input_reader.h"
+#include "runtime/params.h"
 
 namespace runlens::connectors {
 
@@ -26,6 +27,11 @@ std::optional<double> parse_speed(const std::string& text) {
 }
 
 namespace {
+
+// What parse_speed reads back as `speed`: for rendering the default.
+std::string speed_text(double speed) {
+  return speed == 0 ? "max" : speed == 1 ? "realtime" : runtime::number_text(speed) + "x";
+}
 
 struct Input {
   std::unique_ptr<InputReader> reader;
@@ -203,11 +209,12 @@ void RegisterFileSource(Registry& registry) {
   info.doc =
       "Reads telemetry files (JSONL or recordings, recognised by content) once, several files aligned by event "
       "time; at full speed or paced by event time.";
+  const FileSourceOptions defaults;  // each default is written once, in FileSourceOptions
   info.params = {
       {.name = "paths", .type = runtime::ParamType::kStringList, .doc = "Files to read ('-' is standard input)."},
       {.name = "speed",
        .type = runtime::ParamType::kString,
-       .default_value = "max",
+       .default_value = speed_text(defaults.speed),
        .doc = "max, realtime, or a factor such as 10x."},
   };
   info.emits = kAllContractKinds;

@@ -162,7 +162,7 @@ void RegisterZmqSource(Registry& registry) {
        .doc = "Endpoint to connect to (instead of bind)."},
       {.name = "socket",
        .type = runtime::ParamType::kString,
-       .default_value = "pull",
+       .default_value = defaults.subscribe ? "sub" : "pull",
        .doc = "pull (senders PUSH) or sub (senders PUB).",
        .choices = {"pull", "sub"}},
       {.name = "topic",
