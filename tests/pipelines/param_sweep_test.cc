@@ -23,12 +23,15 @@ namespace rt = runlens::runtime;
 using runlens::make_builtin_registry;
 
 // The valid settings a component needs to build at all (its required
-// parameters, and zmq's one of bind/connect).
+// parameters, and zmq's one of bind/connect). Every file and socket they name
+// is in the test's directory (SWEEP_DIR), so that the test sees any a build
+// would create.
 const std::map<std::string, std::map<std::string, std::string>> kBase = {
-    {"file", {{"paths", "[x.jsonl]"}}},
-    {"zmq", {{"bind", "tcp://127.0.0.1:5555"}}},
-    {"jsonl", {{"path", "out/alerts.jsonl"}}},
-    {"zmq_pub", {{"bind", "tcp://127.0.0.1:5556"}}},
+    {"file", {{"paths", "[\"${SWEEP_DIR}/in.jsonl\"]"}}},
+    {"zmq", {{"bind", "ipc://${SWEEP_DIR}/in.sock"}, {"record", "${SWEEP_DIR}/in.rlrec"}}},
+    {"jsonl", {{"path", "${SWEEP_DIR}/alerts.jsonl"}}},
+    {"zmq_pub", {{"bind", "ipc://${SWEEP_DIR}/alerts.sock"}}},
+    {"timeline", {{"db", "${SWEEP_DIR}/runlens.db"}, {"timeline_path", "${SWEEP_DIR}/timeline.jsonl"}}},
 };
 
 // What a factory checks, one case a line: the value given to `param` (with
@@ -164,7 +167,7 @@ Loaded load(const std::string& dir, const std::string& type, std::map<std::strin
   l.file = dir + "/p" + std::to_string(n++) + ".yaml";
   std::ofstream(l.file) << pipeline_with(*registry, type, ordered, &l.lines);
   try {
-    runlens::load_pipeline(l.file, {{"RUNLENS_OUT", dir + "/out"}}, registry);
+    runlens::load_pipeline(l.file, {{"RUNLENS_OUT", dir + "/out"}, {"SWEEP_DIR", dir}}, registry);
   } catch (const rt::ConfigError& e) {
     l.diags = e.diagnostics();
   }
@@ -228,7 +231,11 @@ TEST_CASE("every registered component builds from its base settings") {
     auto l = load(dir, type, {});
     CHECK_MESSAGE(l.diags.empty(), diags_text(l));
   }
-  // Building is side-effect free: no store, file or output directory appeared.
+  // Building is side-effect free: no socket, store, file or output directory
+  // appeared beside the pipelines written.
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    CHECK(e.path().extension() == ".yaml");
+  }
   CHECK(!std::filesystem::exists(dir + "/out"));
   std::filesystem::remove_all(dir);
 }
