@@ -440,7 +440,7 @@ int main(int argc, char** argv) {
     }
     if (*graph) {
       auto spec = load_pipeline(graph_file, vars);
-      std::printf("%s", spec.to_dot().c_str());
+      std::printf("%s", pipeline_dot(spec).c_str());
       return kExitOk;
     }
     if (*operators) {

@@ -19,26 +19,33 @@ const std::string& default_pipeline_text() {
   return text;
 }
 
-const ops::Registry& builtin_registry() {
-  static const ops::Registry* registry = [] {
-    auto* r = new ops::Registry(ops::kind_names());
-    ops::RegisterBuiltinOperators(*r);
-    connectors::RegisterBuiltinConnectors(*r);
-    return r;
-  }();
-  return *registry;
+std::shared_ptr<const ops::Registry> make_builtin_registry() {
+  auto r = std::make_shared<ops::Registry>(ops::kind_names());
+  ops::RegisterBuiltinOperators(*r);
+  connectors::RegisterBuiltinConnectors(*r);
+  return r;
+}
+
+std::shared_ptr<const ops::Registry> registry_of(const runtime::PipelineSpec& spec) {
+  auto r = std::dynamic_pointer_cast<const ops::Registry>(spec.catalog);
+  return r ? r : make_builtin_registry();
 }
 
 namespace {
-// Builds every operator once, so that what its factory checks (a bad
-// combination of values, an invalid rule file of root_cause) is reported when
-// the pipeline is loaded, by `runlens validate` too, with file:line:col.
-void check_operators(const runtime::PipelineSpec& spec) {
+// Builds every component once, sources and sinks included, so that what its
+// factory checks (a bad combination of values, an invalid rule file of
+// root_cause, an unknown retention tier of the timeline sink) is reported
+// when the pipeline is loaded, by `runlens validate` too, with file:line:col.
+// Factories allocate nothing (no socket bound, no file created, no store
+// opened), so this has no side effect.
+void check_components(const ops::Registry& registry, const runtime::PipelineSpec& spec) {
   std::vector<runtime::Diagnostic> diags;
   for (const auto& c : spec.components) {
-    if (c.role != runtime::Role::kOperator) continue;
     try {
-      builtin_registry().make_operator(c);
+      if (c.role == runtime::Role::kSource)
+        registry.make_source(c);
+      else
+        registry.make_operator(c);
     } catch (const runtime::ConfigError& e) {
       diags.insert(diags.end(), e.diagnostics().begin(), e.diagnostics().end());
     }
@@ -47,13 +54,24 @@ void check_operators(const runtime::PipelineSpec& spec) {
 }
 }  // namespace
 
-runtime::PipelineSpec load_pipeline(const std::string& path, const std::map<std::string, std::string>& vars) {
+runtime::PipelineSpec load_pipeline(const std::string& path, const std::map<std::string, std::string>& vars,
+                                    std::shared_ptr<const ops::Registry> registry) {
+  if (!registry) registry = make_builtin_registry();
   auto lookup = runtime::env_lookup(vars);
-  auto spec = path.empty() ? runtime::parse_pipeline_text(default_pipeline_text(), kDefaultPipelineName,
-                                                          builtin_registry(), lookup)
-                           : runtime::parse_pipeline_file(path, builtin_registry(), lookup);
-  check_operators(spec);
+  auto spec = path.empty()
+                  ? runtime::parse_pipeline_text(default_pipeline_text(), kDefaultPipelineName, *registry, lookup)
+                  : runtime::parse_pipeline_file(path, *registry, lookup);
+  spec.catalog = registry;
+  check_components(*registry, spec);
   return spec;
+}
+
+std::string pipeline_dot(const runtime::PipelineSpec& spec) {
+  auto registry = registry_of(spec);
+  return spec.to_dot([&](const runtime::ComponentSpec& c) {
+    return c.role == runtime::Role::kSource ? registry->make_source(c)->describe()
+                                            : registry->make_operator(c)->describe();
+  });
 }
 
 namespace {
@@ -65,6 +83,7 @@ class EmptySource final : public runtime::SourceDef<Record> {
 }  // namespace
 
 struct Engine::Impl {
+  std::shared_ptr<const ops::Registry> registry;  // the engine's own (the spec's)
   runtime::PipelineSpec spec;
   EngineOptions options;
   std::unique_ptr<DeadLetterFile> dead_letters;
@@ -73,6 +92,7 @@ struct Engine::Impl {
 };
 
 Engine::Engine(runtime::PipelineSpec spec, EngineOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->registry = registry_of(spec);
   impl_->spec = std::move(spec);
   impl_->options = std::move(options);
 }
@@ -86,7 +106,7 @@ void Engine::stop() {
 RunSummary Engine::run() {
   const auto& spec = impl_->spec;
   const auto& opt = impl_->options;
-  const auto& reg = builtin_registry();
+  const auto& reg = *impl_->registry;
 
   std::string dl_path =
       spec.settings.dead_letter.empty() ? opt.out_dir + "/dead_letter.jsonl" : spec.settings.dead_letter;

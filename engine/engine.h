@@ -14,19 +14,34 @@
 
 namespace runlens {
 
-// Every built-in operator, source and sink.
-const ops::Registry& builtin_registry();
+// Every built-in operator, source and sink: a new value each call, owned by
+// whoever asked (a loaded pipeline, an engine), so that engines in one process
+// share no registry.
+std::shared_ptr<const ops::Registry> make_builtin_registry();
 
 // The default pipeline, compiled into the binary from pipelines/training-health.yaml.
 extern const char* const kDefaultPipelineName;
 const std::string& default_pipeline_text();
 
-// Loads `path`, or the embedded default when `path` is empty. `vars` override
-// the environment for ${VAR}. Throws runtime::ConfigError.
-runtime::PipelineSpec load_pipeline(const std::string& path, const std::map<std::string, std::string>& vars);
+// Loads `path`, or the embedded default when `path` is empty, against
+// `registry` (null: make_builtin_registry()), which the spec keeps alive
+// (PipelineSpec::catalog). `vars` override the environment for ${VAR}. Then
+// builds every component once, sources and sinks included, so that whatever
+// a factory rejects is reported here (and by `runlens validate`) with
+// file:line:col. Throws runtime::ConfigError with every problem found.
+runtime::PipelineSpec load_pipeline(const std::string& path, const std::map<std::string, std::string>& vars,
+                                    std::shared_ptr<const ops::Registry> registry = nullptr);
+
+// The registry a spec was loaded against (a new built-in one when the spec
+// does not hold one).
+std::shared_ptr<const ops::Registry> registry_of(const runtime::PipelineSpec& spec);
+
+// Graphviz DOT of a loaded pipeline (`runlens graph`): each node's label
+// carries the describe() line of its built component and its parameters.
+std::string pipeline_dot(const runtime::PipelineSpec& spec);
 
 struct EngineOptions {
-  int threads = 0;                         // 0 = hardware concurrency
+  int threads = 0;                         // 0 = hardware concurrency; per engine (its own task arena)
   std::vector<std::string> replay_inputs;  // non-empty: replay these instead of the live sources
   double speed = 0;                        // replay pacing, 0 = max
   bool progress = false;                   // replay progress bar

@@ -144,15 +144,20 @@ void RegisterCheckpointHealth(Registry& registry) {
       "Raises `checkpoint_failure` for a checkpoint with ok = false (with the last successful checkpoint's step "
       "and age), and `checkpoint_overhead` when checkpoint_overhead = duration_ms / the time since the previous "
       "checkpoint is at or above `overhead_threshold` for `persist_k` checkpoints in a row.";
+  const CheckpointHealthOptions defaults;  // each default is written once, in CheckpointHealthOptions
   info.params = {
-      {"overhead_threshold",
-       ParamType::kDouble,
-       "0.1",
-       "Checkpoint time / training window at or above which a checkpoint counts as slow.",
-       {},
-       0,
-       1},
-      {"persist_k", ParamType::kInt, "2", "Slow checkpoints in a row needed to raise checkpoint_overhead.", {}, 1, 1e6},
+      {.name = "overhead_threshold",
+       .type = ParamType::kDouble,
+       .default_value = runtime::number_text(defaults.overhead_threshold),
+       .doc = "Checkpoint time / training window at or above which a checkpoint counts as slow.",
+       .min = 0,
+       .max = 1},
+      {.name = "persist_k",
+       .type = ParamType::kInt,
+       .default_value = runtime::int_text(defaults.persist_k),
+       .doc = "Slow checkpoints in a row needed to raise checkpoint_overhead.",
+       .min = 1,
+       .max = 1e6},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kCheckpoint) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);

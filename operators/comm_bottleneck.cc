@@ -124,22 +124,26 @@ void RegisterCommBottleneck(Registry& registry) {
       "(the others' comm_ms includes waiting for slow ranks); raises `comm_bottleneck` when it is at or above "
       "`ratio_threshold` in `persist_k` of the last `persist_n` steps, with the mean collective latency from "
       "`collective` events where present.";
+  const CommBottleneckOptions defaults;  // each default is written once, in CommBottleneckOptions
   info.params = {
-      {"ratio_threshold",
-       ParamType::kDouble,
-       "0.25",
-       "Least communication_ratio over ranks at or above which a step counts as communication-bound.",
-       {},
-       0,
-       1},
-      {"persist_k", ParamType::kInt, "3", "Communication-bound steps needed within the window.", {}, 1, 1e6},
-      {"persist_n",
-       ParamType::kInt,
-       "5",
-       "Window length in steps; also the steps without that re-arm the run.",
-       {},
-       1,
-       1e6},
+      {.name = "ratio_threshold",
+       .type = ParamType::kDouble,
+       .default_value = runtime::number_text(defaults.ratio_threshold),
+       .doc = "Least communication_ratio over ranks at or above which a step counts as communication-bound.",
+       .min = 0,
+       .max = 1},
+      {.name = "persist_k",
+       .type = ParamType::kInt,
+       .default_value = runtime::int_text(defaults.persist_k),
+       .doc = "Communication-bound steps needed within the window.",
+       .min = 1,
+       .max = 1e6},
+      {.name = "persist_n",
+       .type = ParamType::kInt,
+       .default_value = runtime::int_text(defaults.persist_n),
+       .doc = "Window length in steps; also the steps without that re-arm the run.",
+       .min = 1,
+       .max = 1e6},
   };
   info.accepts = mask(Kind::kStepRecord) | mask(Kind::kCollective) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);

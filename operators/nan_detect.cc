@@ -123,14 +123,13 @@ void RegisterNanDetect(Registry& registry) {
   info.doc =
       "Raises `nan_loss` (critical) at the step of a train event whose loss or grad_norm is NaN or Inf, or whose "
       "nan_count or inf_count is above 0; once per incident and run.";
+  const NanDetectOptions defaults;  // each default is written once, in NanDetectOptions
   info.params = {
-      {"rearm_steps",
-       ParamType::kInt,
-       "100",
-       "Steps without non-finite values after which a run can raise nan_loss again.",
-       {},
-       1,
-       std::nullopt},
+      {.name = "rearm_steps",
+       .type = ParamType::kInt,
+       .default_value = runtime::int_text(defaults.rearm_steps),
+       .doc = "Steps without non-finite values after which a run can raise nan_loss again.",
+       .min = 1},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kTrain) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);

@@ -202,14 +202,14 @@ void RegisterOomDetect(Registry& registry) {
       "Raises `oom` (critical) for an `event` of kind oom, correlated to its rank (node, GPU), step, dataset shard "
       "(from the rank's data event for that step) and the rank's latest sequence length and peak memory against "
       "their medians over its last joined steps.";
+  const OomDetectOptions defaults;  // each default is written once, in OomDetectOptions
   info.params = {
-      {"history_steps",
-       ParamType::kInt,
-       "16",
-       "Joined steps of a run kept to describe a rank's recent memory and sequence lengths.",
-       {},
-       1,
-       1e5},
+      {.name = "history_steps",
+       .type = ParamType::kInt,
+       .default_value = runtime::int_text(defaults.history_steps),
+       .doc = "Joined steps of a run kept to describe a rank's recent memory and sequence lengths.",
+       .min = 1,
+       .max = 1e5},
   };
   info.accepts =
       mask(Kind::kRunStart) | mask(Kind::kStepRecord) | mask(Kind::kData) | mask(Kind::kEvent) | mask(Kind::kRunEnd);

@@ -264,28 +264,23 @@ void RegisterRankJoin(Registry& registry) {
       "Joins one step's `step` events from all ranks of a run (world size and rank map from run_start) into a "
       "step record; emits it when every rank has reported or when event time passes the first report plus "
       "`timeout`, naming the missing ranks, and raises `rank_missing` for a rank missing past the timeout.";
+  const RankJoinOptions defaults;  // each default is written once, in RankJoinOptions
   info.params = {
-      {"timeout",
-       ParamType::kDuration,
-       "30s",
-       "How long after a step's first rank report (event time) to wait for the other ranks.",
-       {},
-       0.001,
-       std::nullopt},
-      {"max_pending_steps",
-       ParamType::kInt,
-       "4096",
-       "Most steps of one run held open at once; beyond it the oldest is closed as timed out.",
-       {},
-       1,
-       1e7},
-      {"alert_missing",
-       ParamType::kBool,
-       "true",
-       "Raise rank_missing for ranks missing past the timeout.",
-       {},
-       std::nullopt,
-       std::nullopt},
+      {.name = "timeout",
+       .type = ParamType::kDuration,
+       .default_value = runtime::duration_text(defaults.timeout_ns),
+       .doc = "How long after a step's first rank report (event time) to wait for the other ranks.",
+       .min = 0.001},
+      {.name = "max_pending_steps",
+       .type = ParamType::kInt,
+       .default_value = runtime::int_text(defaults.max_pending_steps),
+       .doc = "Most steps of one run held open at once; beyond it the oldest is closed as timed out.",
+       .min = 1,
+       .max = 1e7},
+      {.name = "alert_missing",
+       .type = ParamType::kBool,
+       .default_value = runtime::bool_text(defaults.alert_missing),
+       .doc = "Raise rank_missing for ranks missing past the timeout."},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kStep) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kStepRecord) | mask(Kind::kAlert);

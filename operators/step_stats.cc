@@ -207,21 +207,18 @@ void RegisterStepStats(Registry& registry) {
       "Per joined step: min/p50/p95/p99/max of the ranks' work time, the slowest rank and straggler_ratio, "
       "tokens/s, MFU (from run_start's gpu_peak_flops and model_flops_per_token), data_wait_ratio and "
       "communication_ratio, with the step's loss, LR and grad norm from its train event.";
+  const StepStatsOptions defaults;  // each default is written once, in StepStatsOptions
   info.params = {
-      {"train_wait",
-       ParamType::kDuration,
-       "10s",
-       "How long (event time) a step's aggregates wait for its train event before they are emitted without it.",
-       {},
-       0,
-       std::nullopt},
-      {"max_pending",
-       ParamType::kInt,
-       "4096",
-       "Most steps per run held waiting for a train event.",
-       {},
-       1,
-       std::nullopt},
+      {.name = "train_wait",
+       .type = ParamType::kDuration,
+       .default_value = runtime::duration_text(defaults.train_wait_ns),
+       .doc = "How long (event time) a step's aggregates wait for its train event before they are emitted without it.",
+       .min = 0},
+      {.name = "max_pending",
+       .type = ParamType::kInt,
+       .default_value = runtime::int_text(defaults.max_pending),
+       .doc = "Most steps per run held waiting for a train event.",
+       .min = 1},
   };
   info.accepts = mask(Kind::kStepRecord) | mask(Kind::kTrain) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kStepStats);

@@ -23,7 +23,7 @@
 #pragma once
 
 #include <oneapi/tbb/flow_graph.h>
-#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/info.h>
 #include <oneapi/tbb/task_arena.h>
 
 #include <algorithm>
@@ -100,13 +100,10 @@ class Executor {
   // has been processed and flushed. Rethrows the first operator failure.
   void run() {
     prepare();
-    // `threads` worker slots plus one for the thread that waits on the graph;
-    // and let TBB start that many workers even above its default cap.
-    parallelism_ = std::make_unique<tbb::global_control>(
-        tbb::global_control::max_allowed_parallelism,
-        std::max<size_t>(static_cast<size_t>(opts_.threads) + 1,
-                         tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism)));
-    arena_ = std::make_unique<tbb::task_arena>(opts_.threads + 1, 1);
+    // The thread count is this executor's own: its graph runs in its own
+    // arena, and nothing process-wide (tbb::global_control) is set, so
+    // executors with different counts run side by side in one process.
+    arena_ = std::make_unique<tbb::task_arena>(arena_concurrency(opts_.threads), 1);
     arena_->execute([&] {
       graph_ = std::make_unique<tbb::flow::graph>();
       for (auto& n : nodes_) {
@@ -148,6 +145,16 @@ class Executor {
     return out;
   }
   int threads() const { return opts_.threads; }
+
+  // The concurrency of the arena an executor of `threads` runs in: a worker
+  // slot per thread plus one for the thread that waits on the graph. TBB's
+  // workers are one pool per process, sized by the machine (the default
+  // concurrency less one); an arena that asks for more gets no more (and
+  // makes TBB warn), so it asks for at most that many. `threads` still sets
+  // the number of partitions.
+  static int arena_concurrency(int threads) {
+    return std::min(threads, std::max(0, tbb::info::default_concurrency() - 1)) + 1;
+  }
 
  private:
   struct Node;
@@ -639,7 +646,6 @@ class Executor {
 
   ExecutorOptions opts_;
   RowText row_text_;
-  std::unique_ptr<tbb::global_control> parallelism_;
   std::unique_ptr<tbb::task_arena> arena_;
   // Declared before nodes_, so destroyed after them: a flow-graph node's
   // destructor unregisters it from its graph (TSan found the reverse order).

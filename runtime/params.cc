@@ -81,6 +81,46 @@ std::string format_duration(int64_t ns) {
   return buf;
 }
 
+std::string int_text(int64_t v) { return std::to_string(v); }
+
+std::string number_text(double v) {
+  // The fewest digits that read back as v, written without an exponent where
+  // some precision allows it ("50", not "5e+01"; "1e-05" stays).
+  auto render = [&](int precision, std::string* out) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%.*g", precision, v);
+    double back;
+    *out = buf;
+    return parse_double(*out, &back) && back == v;
+  };
+  std::string shortest, text;
+  int p = 1;
+  while (p < 17 && !render(p, &shortest)) ++p;
+  if (p == 17) render(p, &shortest);
+  for (; p <= 17; ++p) {
+    if (render(p, &text) && text.find('e') == std::string::npos) return text;
+  }
+  return shortest;
+}
+
+std::string bool_text(bool v) { return v ? "true" : "false"; }
+
+std::string duration_text(int64_t ns) {
+  // Whole hours or minutes from two up; below that the next unit down, as
+  // people write them: "90s", "60s", "2m", "10m".
+  constexpr int64_t kMinute = 60'000'000'000LL, kHour = 60 * kMinute;
+  if (ns >= 2 * kHour && ns % kHour == 0) return std::to_string(ns / kHour) + "h";
+  if (ns >= 2 * kMinute && ns % kMinute == 0) return std::to_string(ns / kMinute) + "m";
+  if (ns >= kMinute && ns % 1'000'000'000LL == 0) return std::to_string(ns / 1'000'000'000LL) + "s";
+  return format_duration(ns);
+}
+
+std::string list_text(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s + "]";
+}
+
 std::optional<ParamValue> parse_param_scalar(const ParamSpec& spec, const std::string& text, std::string* why) {
   auto range_ok = [&](double v) {
     if (spec.min && v < *spec.min) {

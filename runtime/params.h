@@ -18,14 +18,20 @@ namespace runlens::runtime {
 enum class ParamType { kInt, kDouble, kBool, kString, kDuration, kStringList };
 std::string_view param_type_name(ParamType t);  // "int", "number", "bool", "string", "duration", "list of strings"
 
+// Declared with designated initializers, the default rendered from the
+// component's options struct so that each default is written once:
+//   const StragglerOptions defaults;
+//   {.name = "persist_k", .type = ParamType::kInt, .default_value = int_text(defaults.persist_k),
+//    .doc = "...", .min = 1, .max = 1e6}
 struct ParamSpec {
-  std::string name;
+  // Every member has an initializer, so a declaration names only what it sets.
+  std::string name = {};
   ParamType type = ParamType::kString;
-  std::optional<std::string> default_value;  // as written in YAML; none = required
-  std::string doc;
-  std::vector<std::string> choices;  // for kString: the allowed values, if limited
-  std::optional<double> min;         // for numbers and durations (seconds)
-  std::optional<double> max;
+  std::optional<std::string> default_value = std::nullopt;  // as written in YAML; none = required
+  std::string doc = {};
+  std::vector<std::string> choices = {};     // for kString: the allowed values, if limited
+  std::optional<double> min = std::nullopt;  // for numbers and durations (seconds)
+  std::optional<double> max = std::nullopt;
 };
 
 using ParamValue = std::variant<int64_t, double, bool, std::string, std::vector<std::string>>;
@@ -34,6 +40,14 @@ using ParamValue = std::variant<int64_t, double, bool, std::string, std::vector<
 // number of seconds. Returns nanoseconds, or nullopt when it is not one.
 std::optional<int64_t> parse_duration_ns(const std::string& text);
 std::string format_duration(int64_t ns);
+
+// A value as a user writes it in YAML: for rendering a default from the
+// options struct that holds it (ParamSpec::default_value) and for the docs.
+std::string int_text(int64_t v);
+std::string number_text(double v);  // the shortest %g form that reads back as v: "0.0001", "1.5", "4"
+std::string bool_text(bool v);
+std::string duration_text(int64_t ns);                     // format_duration: "90s", "10m"
+std::string list_text(const std::vector<std::string>& v);  // "[a, b]", "[]"
 
 // Parses one scalar as `type`; nullopt (and `why` filled) when it does not fit.
 std::optional<ParamValue> parse_param_scalar(const ParamSpec& spec, const std::string& text, std::string* why);

@@ -252,19 +252,35 @@ class Parser {
       error(n.Mark(), "settings", "expected a mapping");
       return;
     }
-    static const std::vector<ParamSpec> kSpecs = {
-        {"lateness", ParamType::kDuration, "5s", "", {}, 0, std::nullopt},
-        {"idle_timeout", ParamType::kDuration, "30s", "", {}, 0, std::nullopt},
-        {"queue_capacity", ParamType::kInt, "16384", "", {}, 1, 1e9},
-        {"overflow", ParamType::kString, "block", "", {"block", "shed"}, std::nullopt, std::nullopt},
-        {"batch_size", ParamType::kInt, "4096", "", {}, 1, 1 << 20},
-        {"dead_letter", ParamType::kString, "", "", {}, std::nullopt, std::nullopt},
+    // Only what is written is parsed; the defaults are PipelineSettings' own.
+    const PipelineSettings defaults;
+    const std::vector<ParamSpec> specs = {
+        {.name = "lateness",
+         .type = ParamType::kDuration,
+         .default_value = duration_text(defaults.lateness_ns),
+         .min = 0},
+        {.name = "idle_timeout",
+         .type = ParamType::kDuration,
+         .default_value = duration_text(defaults.idle_timeout_ns),
+         .min = 0},
+        {.name = "queue_capacity",
+         .type = ParamType::kInt,
+         .default_value = int_text(defaults.queue_capacity),
+         .min = 1,
+         .max = 1e9},
+        {.name = "overflow", .type = ParamType::kString, .default_value = "block", .choices = {"block", "shed"}},
+        {.name = "batch_size",
+         .type = ParamType::kInt,
+         .default_value = int_text(defaults.batch_size),
+         .min = 1,
+         .max = 1 << 20},
+        {.name = "dead_letter", .type = ParamType::kString, .default_value = defaults.dead_letter},
     };
     std::vector<std::string> names;
-    for (const auto& sp : kSpecs) names.push_back(sp.name);
+    for (const auto& sp : specs) names.push_back(sp.name);
     check_keys(n, names, "settings");
     Params p;
-    for (const auto& sp : kSpecs) {
+    for (const auto& sp : specs) {
       if (n[sp.name]) parse_param(sp, n[sp.name], n[sp.name].Mark(), "settings", &p);
     }
     if (p.has("lateness")) s->lateness_ns = p.get_duration_ns("lateness");
@@ -343,7 +359,11 @@ class Parser {
         continue;
       }
       if (k == "parallelism" && role == Role::kOperator) {
-        ParamSpec ps{"parallelism", ParamType::kInt, "0", "", {}, 0, 1024};
+        ParamSpec ps{.name = "parallelism",
+                     .type = ParamType::kInt,
+                     .default_value = int_text(c.parallelism),
+                     .min = 0,
+                     .max = 1024};
         Params tmp;
         parse_param(ps, it->second, it->first.Mark(), path, &tmp);
         if (tmp.has("parallelism")) c.parallelism = static_cast<int>(tmp.get_int("parallelism"));
@@ -498,7 +518,7 @@ PipelineSpec parse_pipeline_file(const std::string& path, const Catalog& catalog
   return parse_pipeline_text(ss.str(), path, catalog, vars);
 }
 
-std::string PipelineSpec::to_dot() const {
+std::string PipelineSpec::to_dot(const std::function<std::string(const ComponentSpec&)>& describe) const {
   std::ostringstream o;
   o << "digraph \"" << dot_escape(name.empty() ? file : name)
     << "\" {\n  rankdir=LR;\n  node [fontname=\"monospace\"];\n";
@@ -506,6 +526,8 @@ std::string PipelineSpec::to_dot() const {
     const char* shape = c.role == Role::kSource ? "invhouse" : (c.role == Role::kSink ? "house" : "box");
     std::string params = c.params.describe();
     std::string label = c.id + "\\n(" + c.type + ")";
+    std::string line = describe ? describe(c) : std::string();
+    if (!line.empty()) label += "\\n" + dot_escape(line);
     if (!params.empty()) label += "\\n" + dot_escape(params);
     o << "  \"" << dot_escape(c.id) << "\" [shape=" << shape << ", label=\"" << label << "\"];\n";
   }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -83,10 +84,15 @@ struct PipelineSpec {
   std::string name;
   PipelineSettings settings;
   std::vector<ComponentSpec> components;  // in topological order (inputs first)
+  // The catalog that components' `info` point into, when the spec keeps it
+  // alive (engine's load_pipeline); null when the caller does.
+  std::shared_ptr<const Catalog> catalog;
 
   const ComponentSpec* find(const std::string& id) const;
-  // Graphviz DOT of the wiring, with each component's type and parameters.
-  std::string to_dot() const;
+  // Graphviz DOT of the wiring: each component's name, type, the line
+  // `describe` gives for it (its built definition's describe(), when the
+  // caller built it) and its parameters.
+  std::string to_dot(const std::function<std::string(const ComponentSpec&)>& describe = {}) const;
 };
 
 // Variables for ${VAR} and ${VAR:-default}: `overrides` first, then the process environment.

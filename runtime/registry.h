@@ -60,15 +60,21 @@ class Registry final : public Catalog {
     return kind < kind_names_.size() ? kind_names_[kind] : "kind" + std::to_string(kind);
   }
 
+  // Builds a component the parser accepted against this catalog. Factories
+  // check and throw ConfigError; they allocate nothing outside the returned
+  // value (no socket, file or store: that is open()'s and run()'s work), so
+  // building is also how `runlens validate` checks a pipeline.
   std::unique_ptr<OperatorDef<R>> make_operator(const ComponentSpec& c) const {
-    const Entry& e = entries_.at(c.type);
+    auto it = entries_.find(c.type);
+    RUNLENS_CHECK(it != entries_.end() && it->second.op, "no operator or sink type '" + c.type + "' in this registry");
     BuildContext ctx{c.id, c.path(), &c.params};
-    return e.op(ctx);
+    return it->second.op(ctx);
   }
   std::unique_ptr<SourceDef<R>> make_source(const ComponentSpec& c) const {
-    const Entry& e = entries_.at(c.type);
+    auto it = entries_.find(c.type);
+    RUNLENS_CHECK(it != entries_.end() && it->second.source, "no source type '" + c.type + "' in this registry");
     BuildContext ctx{c.id, c.path(), &c.params};
-    return e.source(ctx);
+    return it->second.source(ctx);
   }
 
  private:

@@ -60,14 +60,15 @@ void RegisterConsoleSink(Registry& registry) {
   info.role = runtime::Role::kSink;
   info.doc = "Prints rows on standard output as they are released: alerts as one readable line each, or JSON.";
   info.params = {
-      {"kinds", runtime::ParamType::kStringList, "[alert]", "Row kinds to print.", {}, {}, {}},
-      {"format",
-       runtime::ParamType::kString,
-       "text",
-       "text (alerts as readable lines) or json.",
-       {"text", "json"},
-       {},
-       {}},
+      {.name = "kinds",
+       .type = runtime::ParamType::kStringList,
+       .default_value = "[alert]",
+       .doc = "Row kinds to print."},
+      {.name = "format",
+       .type = runtime::ParamType::kString,
+       .default_value = "text",
+       .doc = "text (alerts as readable lines) or json.",
+       .choices = {"text", "json"}},
   };
   info.accepts = ~0u >> (32 - static_cast<unsigned>(Kind::kCount));
   registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {

@@ -85,27 +85,15 @@ void RegisterJsonlSink(Registry& registry) {
       "Writes rows as JSON lines to a file, in canonical event-time order: alerts per the alert contract, "
       "telemetry per the telemetry contract. The file is replaced at start.";
   info.params = {
-      {"path",
-       runtime::ParamType::kString,
-       std::nullopt,
-       "File to write (parent directories are created).",
-       {},
-       {},
-       {}},
-      {"kinds",
-       runtime::ParamType::kStringList,
-       "[alert]",
-       "Row kinds to write (alert, step, train, ..., step_record).",
-       {},
-       {},
-       {}},
-      {"flush",
-       runtime::ParamType::kBool,
-       "true",
-       "Flush after each watermark, so live readers see rows promptly.",
-       {},
-       {},
-       {}},
+      {.name = "path", .type = runtime::ParamType::kString, .doc = "File to write (parent directories are created)."},
+      {.name = "kinds",
+       .type = runtime::ParamType::kStringList,
+       .default_value = "[alert]",
+       .doc = "Row kinds to write (alert, step, train, ..., step_record)."},
+      {.name = "flush",
+       .type = runtime::ParamType::kBool,
+       .default_value = "true",
+       .doc = "Flush after each watermark, so live readers see rows promptly."},
   };
   info.accepts = ~0u >> (32 - static_cast<unsigned>(Kind::kCount));
   registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {

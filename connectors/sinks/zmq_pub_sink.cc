@@ -1,6 +1,7 @@
 #include <zmq.hpp>
 
 #include "connectors/sinks/sinks.h"
+#include "connectors/zmq_endpoint.h"
 #include "formats/jsonl_codec.h"
 
 namespace runlens::connectors {
@@ -57,12 +58,14 @@ void RegisterZmqPubSink(Registry& registry) {
       "Publishes every alert as it is released on a ZeroMQ PUB socket, as two frames [kind, alert JSON]: "
       "subscribers filter by kind (`runlens tail --kind straggler`).";
   info.params = {
-      {"bind", runtime::ParamType::kString, std::nullopt, "Endpoint to bind, e.g. tcp://127.0.0.1:5556.", {}, {}, {}},
+      {.name = "bind", .type = runtime::ParamType::kString, .doc = "Endpoint to bind, e.g. tcp://127.0.0.1:5556."},
   };
   info.accepts = mask(Kind::kAlert);
   registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {
     const std::string& bind = ctx.params->get_string("bind");
     if (bind.empty()) ctx.fail("bind", "bind must not be empty");
+    std::string why;
+    if (!check_zmq_endpoint(bind, &why)) ctx.fail("bind", why);
     return std::make_unique<ZmqPubSinkDef>(bind);
   });
 }

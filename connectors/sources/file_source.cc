@@ -7,6 +7,7 @@
 
 #include "connectors/sources/sources.h"
 #include "formats/input_reader.h"
+#include "runtime/params.h"
 
 namespace runlens::connectors {
 
@@ -26,6 +27,11 @@ std::optional<double> parse_speed(const std::string& text) {
 }
 
 namespace {
+
+// What parse_speed reads back as `speed`: for rendering the default.
+std::string speed_text(double speed) {
+  return speed == 0 ? "max" : speed == 1 ? "realtime" : runtime::number_text(speed) + "x";
+}
 
 struct Input {
   std::unique_ptr<InputReader> reader;
@@ -203,9 +209,13 @@ void RegisterFileSource(Registry& registry) {
   info.doc =
       "Reads telemetry files (JSONL or recordings, recognised by content) once, several files aligned by event "
       "time; at full speed or paced by event time.";
+  const FileSourceOptions defaults;  // each default is written once, in FileSourceOptions
   info.params = {
-      {"paths", runtime::ParamType::kStringList, std::nullopt, "Files to read ('-' is standard input).", {}, {}, {}},
-      {"speed", runtime::ParamType::kString, "max", "max, realtime, or a factor such as 10x.", {}, {}, {}},
+      {.name = "paths", .type = runtime::ParamType::kStringList, .doc = "Files to read ('-' is standard input)."},
+      {.name = "speed",
+       .type = runtime::ParamType::kString,
+       .default_value = speed_text(defaults.speed),
+       .doc = "max, realtime, or a factor such as 10x."},
   };
   info.emits = kAllContractKinds;
   registry.add_source(std::move(info), [](const runtime::BuildContext& ctx) {

@@ -3,6 +3,7 @@
 #include <zmq.hpp>
 
 #include "connectors/sources/sources.h"
+#include "connectors/zmq_endpoint.h"
 #include "formats/capnp_codec.h"
 #include "formats/recording.h"
 
@@ -149,46 +150,45 @@ void RegisterZmqSource(Registry& registry) {
   info.doc =
       "Receives Cap'n Proto telemetry batches over ZeroMQ from many senders at once (PULL, or SUB). A malformed or "
       "oversized frame is dead-lettered with its reason.";
+  const ZmqSourceOptions defaults;  // each default is written once, in ZmqSourceOptions
   info.params = {
-      {"bind",
-       runtime::ParamType::kString,
-       "",
-       "Endpoint to bind, e.g. tcp://127.0.0.1:5555 (or use connect).",
-       {},
-       {},
-       {}},
-      {"connect", runtime::ParamType::kString, "", "Endpoint to connect to (instead of bind).", {}, {}, {}},
-      {"socket",
-       runtime::ParamType::kString,
-       "pull",
-       "pull (senders PUSH) or sub (senders PUB).",
-       {"pull", "sub"},
-       {},
-       {}},
-      {"topic", runtime::ParamType::kString, "", "With socket: sub, the topic prefix to subscribe to.", {}, {}, {}},
-      {"max_frame_bytes",
-       runtime::ParamType::kInt,
-       "67108864",
-       "Largest frame accepted; larger ones are dead-lettered.",
-       {},
-       64,
-       std::nullopt},
-      {"rcvhwm", runtime::ParamType::kInt, "1000", "ZeroMQ receive high-water mark, in messages.", {}, 1, std::nullopt},
-      {"record",
-       runtime::ParamType::kString,
-       "",
-       "If set, a recording file that gets every frame received, as received.",
-       {},
-       {},
-       {}},
-      {"max_future",
-       runtime::ParamType::kDuration,
-       "10m",
-       "Events stamped further ahead of this host's clock are dead-lettered (a bad clock would otherwise make "
-       "everything else late).",
-       {},
-       0,
-       std::nullopt},
+      {.name = "bind",
+       .type = runtime::ParamType::kString,
+       .default_value = defaults.bind,
+       .doc = "Endpoint to bind, e.g. tcp://127.0.0.1:5555 (or use connect)."},
+      {.name = "connect",
+       .type = runtime::ParamType::kString,
+       .default_value = defaults.connect,
+       .doc = "Endpoint to connect to (instead of bind)."},
+      {.name = "socket",
+       .type = runtime::ParamType::kString,
+       .default_value = defaults.subscribe ? "sub" : "pull",
+       .doc = "pull (senders PUSH) or sub (senders PUB).",
+       .choices = {"pull", "sub"}},
+      {.name = "topic",
+       .type = runtime::ParamType::kString,
+       .default_value = defaults.topic,
+       .doc = "With socket: sub, the topic prefix to subscribe to."},
+      {.name = "max_frame_bytes",
+       .type = runtime::ParamType::kInt,
+       .default_value = runtime::int_text(defaults.max_frame_bytes),
+       .doc = "Largest frame accepted; larger ones are dead-lettered.",
+       .min = 64},
+      {.name = "rcvhwm",
+       .type = runtime::ParamType::kInt,
+       .default_value = runtime::int_text(defaults.rcvhwm),
+       .doc = "ZeroMQ receive high-water mark, in messages.",
+       .min = 1},
+      {.name = "record",
+       .type = runtime::ParamType::kString,
+       .default_value = defaults.record,
+       .doc = "If set, a recording file that gets every frame received, as received."},
+      {.name = "max_future",
+       .type = runtime::ParamType::kDuration,
+       .default_value = runtime::duration_text(defaults.max_future_ns),
+       .doc = "Events stamped further ahead of this host's clock are dead-lettered (a bad clock would otherwise make "
+              "everything else late).",
+       .min = 0},
   };
   info.emits = kAllContractKinds;
   registry.add_source(std::move(info), [](const runtime::BuildContext& ctx) {
@@ -196,6 +196,9 @@ void RegisterZmqSource(Registry& registry) {
     o.bind = ctx.params->get_string("bind");
     o.connect = ctx.params->get_string("connect");
     if (o.bind.empty() == o.connect.empty()) ctx.fail("bind", "give exactly one of 'bind' and 'connect'");
+    std::string why;
+    const char* endpoint_param = o.bind.empty() ? "connect" : "bind";
+    if (!check_zmq_endpoint(o.bind.empty() ? o.connect : o.bind, &why)) ctx.fail(endpoint_param, why);
     o.subscribe = ctx.params->get_string("socket") == "sub";
     o.topic = ctx.params->get_string("topic");
     o.max_frame_bytes = ctx.params->get_int("max_frame_bytes");

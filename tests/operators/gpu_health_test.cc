@@ -263,8 +263,11 @@ TEST_CASE("gpu_health: counter increases count resets as resets") {
 }
 
 TEST_CASE("gpu_health rejects inconsistent parameters") {
-  CHECK_THROWS_AS(make_operator("gpu_health", "persist_k: 4"), runtime::ConfigError);
-  CHECK_THROWS_AS(make_operator("gpu_health", "clock_drop: 1.5"), runtime::ConfigError);
+  CHECK(config_error("gpu_health", "persist_k: 4") ==
+        "test.yaml:7:16: error: persist_k (4) must not exceed persist_n (3) (in operators.op)");
+  CHECK(config_error("gpu_health", "clock_drop: 1.5") ==
+        "test.yaml:7:17: error: invalid value for 'clock_drop': must be at most 0.990000, got 1.5 (in "
+        "operators.op.clock_drop)");
   CHECK_NOTHROW(make_operator("gpu_health", "temp_threshold: 85"));
 }
 

@@ -77,6 +77,9 @@ TEST_CASE("host_bottleneck: partitioned by node, the same alerts whatever the pa
 }
 
 TEST_CASE("host_bottleneck rejects inconsistent parameters") {
-  CHECK_THROWS_AS(make_operator("host_bottleneck", "persist_k: 9"), runtime::ConfigError);
-  CHECK_THROWS_AS(make_operator("host_bottleneck", "cpu_threshold: 150"), runtime::ConfigError);
+  CHECK(config_error("host_bottleneck", "persist_k: 9") ==
+        "test.yaml:7:16: error: persist_k (9) must not exceed persist_n (5) (in operators.op)");
+  CHECK(config_error("host_bottleneck", "cpu_threshold: 150") ==
+        "test.yaml:7:20: error: invalid value for 'cpu_threshold': must be at most 100.000000, got 150 (in "
+        "operators.op.cpu_threshold)");
 }

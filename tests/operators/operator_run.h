@@ -54,16 +54,31 @@ struct OperatorRun {
 
 // Builds an operator of the built-in registry from YAML parameters, e.g.
 // make_operator("straggler", "persist_k: 2") (throws ConfigError when invalid).
+// The parameters are line 7 of "test.yaml", from column 5.
 inline std::unique_ptr<ops::OperatorDef> make_operator(const std::string& type, const std::string& params_yaml = "") {
+  auto registry = make_builtin_registry();
   // Wire it to something whose port types fit: the source, or a rank_join for step records.
-  const auto* info = builtin_registry().find(type);
+  const auto* info = registry->find(type);
   bool reads_contract = info && (info->accepts & ops::kAllContractKinds);
   std::string text =
       "sources: {s: {type: file, paths: [x]}}\noperators:\n  j: {type: rank_join, inputs: [s]}\n  op:\n    type: " +
       type + "\n    inputs: [" + (reads_contract ? "s" : "j") + "]\n";
   if (!params_yaml.empty()) text += "    " + params_yaml + "\n";
-  auto spec = runtime::parse_pipeline_text(text, "test.yaml", builtin_registry(), runtime::env_lookup());
-  return builtin_registry().make_operator(*spec.find("op"));
+  auto spec = runtime::parse_pipeline_text(text, "test.yaml", *registry, runtime::env_lookup());
+  return registry->make_operator(*spec.find("op"));
+}
+
+// What building `type` with `params_yaml` reports, for invalid-parameter
+// tests that check the message and its position, e.g.
+// "test.yaml:7:16: error: persist_k (6) must not exceed persist_n (5) (in operators.op)";
+// "" when it builds.
+inline std::string config_error(const std::string& type, const std::string& params_yaml) {
+  try {
+    make_operator(type, params_yaml);
+  } catch (const runtime::ConfigError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // watermark_each_row = false: one watermark at the end (the coarsest batching).

@@ -154,6 +154,10 @@ TEST_CASE("rank_join bounds its state: steps beyond max_pending_steps are closed
 }
 
 TEST_CASE("rank_join rejects invalid parameters") {
-  CHECK_THROWS_AS(make_operator("rank_join", "timeout: soon"), runtime::ConfigError);
-  CHECK_THROWS_AS(make_operator("rank_join", "max_pending_steps: 0"), runtime::ConfigError);
+  CHECK(config_error("rank_join", "timeout: soon") ==
+        "test.yaml:7:14: error: invalid value for 'timeout': expected a duration such as 500ms, 5s or 2m, got 'soon' "
+        "(in operators.op.timeout)");
+  CHECK(config_error("rank_join", "max_pending_steps: 0") ==
+        "test.yaml:7:24: error: invalid value for 'max_pending_steps': must be at least 1.000000, got 0 (in "
+        "operators.op.max_pending_steps)");
 }

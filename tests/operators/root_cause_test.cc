@@ -380,8 +380,13 @@ TEST_CASE("root_cause: the same diagnoses whatever the watermark cadence and par
 }
 
 TEST_CASE("root_cause: parameters are checked when the pipeline is built") {
-  CHECK_THROWS_AS(make_operator("root_cause", "history_steps: 10"), runtime::ConfigError);  // < before + after
-  CHECK_THROWS_AS(make_operator("root_cause", "after_step: 3"), runtime::ConfigError);
-  CHECK_THROWS_AS(make_operator("root_cause", "rules: /nonexistent/rules"), runtime::ConfigError);
+  CHECK(config_error("root_cause", "history_steps: 10") ==
+        "test.yaml:7:20: error: history_steps (10) must hold the window: at least before_steps + after_steps (25) (in "
+        "operators.op)");  // < before + after
+  CHECK(config_error("root_cause", "after_step: 3") ==
+        "test.yaml:7:5: error: unknown parameter 'after_step' for root_cause (did you mean 'after_steps'?) (in "
+        "operators.op)");
+  CHECK(config_error("root_cause", "rules: /nonexistent/rules") ==
+        "test.yaml:7:12: error: rules directory not found: /nonexistent/rules");
   CHECK_NOTHROW(make_operator("root_cause", std::string("rules: ") + RUNLENS_SOURCE_DIR + "/configs/rules"));
 }

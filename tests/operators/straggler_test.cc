@@ -104,9 +104,14 @@ TEST_CASE("straggler_work_ms subtracts what is known and never goes negative") {
 }
 
 TEST_CASE("straggler rejects inconsistent parameters at build time") {
-  CHECK_THROWS_AS(make_operator("straggler", "persist_k: 6"), runtime::ConfigError);  // > persist_n 5
-  CHECK_THROWS_AS(make_operator("straggler", "ratio_threshold: 0.5"), runtime::ConfigError);
-  CHECK_THROWS_AS(make_operator("straggler", "ratio_treshold: 2"), runtime::ConfigError);
+  CHECK(config_error("straggler", "persist_k: 6") ==
+        "test.yaml:7:16: error: persist_k (6) must not exceed persist_n (5) (in operators.op)");  // > persist_n 5
+  CHECK(config_error("straggler", "ratio_threshold: 0.5") ==
+        "test.yaml:7:22: error: invalid value for 'ratio_threshold': must be at least 1.000000, got 0.5 (in "
+        "operators.op.ratio_threshold)");
+  CHECK(config_error("straggler", "ratio_treshold: 2") ==
+        "test.yaml:7:5: error: unknown parameter 'ratio_treshold' for straggler (did you mean 'ratio_threshold'?) (in "
+        "operators.op)");
 }
 
 TEST_CASE("straggler_required_hits: more slow steps when chance would line persist_k of them up") {

@@ -151,6 +151,9 @@ TEST_CASE("throughput_regression starts over after a restart") {
 }
 
 TEST_CASE("throughput_regression rejects inconsistent parameters") {
-  CHECK_THROWS_AS(make_operator("throughput_regression", "min_baseline: 60"), runtime::ConfigError);
-  CHECK_THROWS_AS(make_operator("throughput_regression", "throughput_drop: 1.5"), runtime::ConfigError);
+  CHECK(config_error("throughput_regression", "min_baseline: 60") ==
+        "test.yaml:7:19: error: min_baseline (60) must not exceed baseline_steps (50) (in operators.op)");
+  CHECK(config_error("throughput_regression", "throughput_drop: 1.5") ==
+        "test.yaml:7:22: error: invalid value for 'throughput_drop': must be at most 0.990000, got 1.5 (in "
+        "operators.op.throughput_drop)");
 }

@@ -263,6 +263,43 @@ TEST_CASE("reading an undeclared parameter is an internal error") {
   }
 }
 
+TEST_CASE("defaults rendered from options structs read back as the same value") {
+  // Numbers: the fewest digits that read back, without an exponent where one is not needed.
+  CHECK(rt::number_text(1.5) == "1.5");
+  CHECK(rt::number_text(4.0) == "4");
+  CHECK(rt::number_text(50.0) == "50");
+  CHECK(rt::number_text(1e-4) == "0.0001");
+  CHECK(rt::number_text(0.15) == "0.15");
+  CHECK(rt::number_text(1e6) == "1000000");
+  CHECK(rt::number_text(1e-5) == "1e-05");
+  CHECK(rt::number_text(0.1 + 0.2) == "0.30000000000000004");
+  CHECK(rt::int_text(67108864) == "67108864");
+  CHECK(rt::bool_text(true) == "true");
+  CHECK(rt::bool_text(false) == "false");
+  CHECK(rt::list_text({}) == "[]");
+  CHECK(rt::list_text({"1m:30d", "1h:365d"}) == "[1m:30d, 1h:365d]");
+  // Durations as people write them: minutes and hours from two up.
+  CHECK(rt::duration_text(0) == "0s");
+  CHECK(rt::duration_text(250'000'000) == "250ms");
+  CHECK(rt::duration_text(1'000'000'000) == "1s");
+  CHECK(rt::duration_text(60'000'000'000) == "60s");
+  CHECK(rt::duration_text(90'000'000'000) == "90s");
+  CHECK(rt::duration_text(120'000'000'000) == "2m");
+  CHECK(rt::duration_text(600'000'000'000) == "10m");
+  CHECK(rt::duration_text(3'600'000'000'000) == "60m");
+  CHECK(rt::duration_text(7'200'000'000'000) == "2h");
+  // Each reads back as the value it renders.
+  for (double v : {1.5, 4.0, 1e-4, 0.15, 1e6, 1e-5, 0.1 + 0.2, 88.0, 0.02}) {
+    std::string why;
+    auto back = rt::parse_param_scalar({.name = "x", .type = rt::ParamType::kDouble}, rt::number_text(v), &why);
+    REQUIRE(back);
+    CHECK(std::get<double>(*back) == v);
+  }
+  for (int64_t ns : {int64_t{0}, int64_t{250'000'000}, int64_t{60'000'000'000}, int64_t{7'200'000'000'000}}) {
+    CHECK(rt::parse_duration_ns(rt::duration_text(ns)) == ns);
+  }
+}
+
 TEST_CASE("Params::describe lists the values by name, durations as durations") {
   CHECK(sample().describe() == "count=3, label=x, loop=true, ratio=0.25, tags=[a,b], window=90s");
   CHECK(rt::Params().describe().empty());
