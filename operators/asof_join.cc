@@ -84,7 +84,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   template <class Io>
   void state_fields(Io& io) {
     io(nodes_, runs_, held_, seq_);
-    if constexpr (std::is_same_v<Io, runtime::state::Reader>) {
+    if constexpr (runtime::state::kReading<Io>) {
       if (!std::is_heap(held_.begin(), held_.end(), HeldAfter())) io.fail("the held alerts are not a heap");
       for (const Held& h : held_) {
         if (!h.alert) io.fail("a held alert is null");

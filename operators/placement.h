@@ -82,6 +82,11 @@ class NodePlacement {
     template <class Io>
     void fields(Io& io) {
       io(info, nodes, ranks);
+      if constexpr (runtime::state::kReading<Io>) {
+        for (Symbol n : nodes) {
+          if (!ranks.count(n)) io.fail("node " + n.string() + " of a run has no ranks");
+        }
+      }
     }
   };
   int partition_, partitions_;

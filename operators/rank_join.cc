@@ -20,6 +20,11 @@ struct Pending {
   template <class Io>
   void fields(Io& io) {
     io(by_rank, have, count, first_time, deadline);
+    if constexpr (runtime::state::kReading<Io>) {
+      if (by_rank.size() != have.size())
+        io.fail("a pending step has reports of " + std::to_string(by_rank.size()) + " ranks and presence bits of " +
+                std::to_string(have.size()));
+    }
   }
 };
 

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/state/codec.h"
 #include "schema/symbol.h"
 
 namespace runlens::ops {
@@ -41,7 +42,7 @@ class RunDeadlines {
   template <class Io>
   void fields(Io& io) {
     io(heap_);
-    if constexpr (requires { io.fail(""); }) {
+    if constexpr (runtime::state::kReading<Io>) {
       if (!std::is_heap(heap_.begin(), heap_.end(), After())) io.fail("the deadlines are not a heap");
     }
   }

@@ -231,6 +231,11 @@ class Reader {
   std::vector<SharedSlot> shared_;
 };
 
+// Whether a fields() function is decoding: where it checks what it cannot
+// trust (the invariants the code that reads the state relies on).
+template <class Io>
+constexpr bool kReading = std::is_same_v<Io, Reader>;
+
 // --- codecs of standard types ---------------------------------------------------------
 
 template <class T>
