@@ -19,6 +19,7 @@
 
 #include "cli/synth/synth.h"
 #include "formats/jsonl_codec.h"
+#include "operators/run_deadlines.h"
 #include "runtime/state/snapshot.h"
 #include "schema/state_codecs.h"
 #include "tests/operators/operator_run.h"
@@ -278,6 +279,47 @@ TEST_CASE("state round trip: a snapshot restores only into its own operator type
     FAIL("restored a payload of the wrong shape");
   } catch (const runtime::state::StateError& e) {
     CHECK(std::string(e.what()) == "state snapshot: straggler state at byte 17: expected a struct, found an integer");
+  }
+}
+
+// The same fields as RunDeadlines' entries, to write what it never would.
+struct ForgedDeadline {
+  int64_t deadline;
+  Symbol run;
+  int64_t key;
+  template <class Io>
+  void fields(Io& io) {
+    io(deadline, run, key);
+  }
+};
+
+TEST_CASE("state round trip: pending deadlines fire in the same order after a restore, and a forged heap is rejected") {
+  ops::RunDeadlines<int64_t> timers;
+  Symbol a = Symbol::intern("run-a"), b = Symbol::intern("run-b");
+  for (int64_t i = 0; i < 20; ++i) timers.schedule(1000 - 37 * (i % 7), i % 2 ? a : b, i);
+  runtime::state::Writer w;
+  runtime::state::encode(w, timers);
+  ops::RunDeadlines<int64_t> back;
+  runtime::state::Reader r(w.data(), "deadlines");
+  runtime::state::decode(r, back);
+  auto order = [](ops::RunDeadlines<int64_t>& t) {
+    std::vector<std::string> fired;
+    t.fire_until(runtime::kEndOfTime, [&](int64_t d, Symbol run, int64_t key) {
+      fired.push_back(std::to_string(d) + " " + run.string() + " " + std::to_string(key));
+    });
+    return fired;
+  };
+  CHECK(order(back) == order(timers));
+  CHECK(back.size() == 0);
+
+  runtime::state::Writer forged;
+  forged(std::vector<ForgedDeadline>{{5, a, 1}, {1, a, 2}});  // a min-heap has the earliest first
+  runtime::state::Reader fr(forged.data(), "rank_join state");
+  try {
+    runtime::state::decode(fr, back);
+    FAIL("restored deadlines that are not a heap");
+  } catch (const runtime::state::StateError& e) {
+    CHECK(std::string(e.what()) == "state snapshot: rank_join state at byte 30: the deadlines are not a heap");
   }
 }
 
