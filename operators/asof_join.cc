@@ -8,6 +8,7 @@
 
 #include "operators/placement.h"
 #include "operators/rules/rule_tree.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 
@@ -20,17 +21,29 @@ struct GpuPoint {
   int64_t time = 0;
   double temp_c = NAN, sm_clock_mhz = NAN, util_pct = NAN, power_w = NAN, power_limit_w = NAN;
   double throttle_reasons = NAN, mem_used_bytes = NAN, mem_total_bytes = NAN;
+  template <class Io>
+  void fields(Io& io) {
+    io(time, temp_c, sm_clock_mhz, util_pct, power_w, power_limit_w, throttle_reasons, mem_used_bytes, mem_total_bytes);
+  }
 };
 
 struct NodePoint {
   int64_t time = 0;
   double cpu_pct = NAN, net_rx_bps = NAN, net_tx_bps = NAN;
   int64_t tcp_retransmits_total = -1, rdma_errors_total = -1;
+  template <class Io>
+  void fields(Io& io) {
+    io(time, cpu_pct, net_rx_bps, net_tx_bps, tcp_retransmits_total, rdma_errors_total);
+  }
 };
 
 struct NodeState {
   std::vector<std::deque<GpuPoint>> gpus;  // by GPU index
   std::deque<NodePoint> samples;
+  template <class Io>
+  void fields(Io& io) {
+    io(gpus, samples);
+  }
 };
 
 struct Held {
@@ -39,6 +52,10 @@ struct Held {
   std::shared_ptr<const Alert> alert;
   Symbol node;
   std::optional<int32_t> gpu;
+  template <class Io>
+  void fields(Io& io) {
+    io(deadline, seq, alert, node, gpu);
+  }
 };
 struct HeldAfter {
   bool operator()(const Held& a, const Held& b) const {
@@ -59,9 +76,21 @@ bool enriches(const AsofJoinOptions& o, const Alert& a) {
   return o.kinds.empty() || std::find(o.kinds.begin(), o.kinds.end(), a.kind) != o.kinds.end();
 }
 
-class AsofJoin final : public Operator {
+class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
  public:
+  static constexpr runtime::state::StateType kState{"asof_join", 1};
   AsofJoin(const AsofJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
+  // The held alerts are state: a restored instance releases them at their deadlines.
+  template <class Io>
+  void state_fields(Io& io) {
+    io(nodes_, runs_, held_, seq_);
+    if constexpr (runtime::state::kReading<Io>) {
+      if (!std::is_heap(held_.begin(), held_.end(), HeldAfter())) io.fail("the held alerts are not a heap");
+      for (const Held& h : held_) {
+        if (!h.alert) io.fail("a held alert is null");
+      }
+    }
+  }
 
   void process(const Record& r, Emitter& out) override {
     release_until(r.time_ns, out);
@@ -162,13 +191,15 @@ class AsofJoin final : public Operator {
       out.emit(enrich(r, alert, node, gpu));
       return;
     }
-    held_.push(Held{r.time_ns + wait, seq_++, alert, node, gpu});
+    held_.push_back(Held{r.time_ns + wait, seq_++, alert, node, gpu});
+    std::push_heap(held_.begin(), held_.end(), HeldAfter());
   }
 
   void release_until(int64_t t, Emitter& out) {
-    while (!held_.empty() && held_.top().deadline <= t) {
-      Held h = held_.top();
-      held_.pop();
+    while (!held_.empty() && held_.front().deadline <= t) {
+      std::pop_heap(held_.begin(), held_.end(), HeldAfter());
+      Held h = std::move(held_.back());
+      held_.pop_back();
       Record r;
       r.time_ns = h.deadline;
       r.tenant = h.alert->tenant;
@@ -288,9 +319,9 @@ class AsofJoin final : public Operator {
 
   AsofJoinOptions o_;
   runtime::OperatorContext ctx_;
-  std::unordered_map<Symbol, NodeState> nodes_;
-  std::unordered_map<Symbol, std::shared_ptr<const RunInfo>> runs_;
-  std::priority_queue<Held, std::vector<Held>, HeldAfter> held_;
+  runtime::state::KeyedState<Symbol, NodeState> nodes_;
+  runtime::state::KeyedState<Symbol, std::shared_ptr<const RunInfo>> runs_;
+  std::vector<Held> held_;  // a heap by HeldAfter
   uint64_t seq_ = 0;
 };
 

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 namespace {
@@ -17,14 +18,25 @@ struct RunState {
   int64_t slow = 0;  // slow checkpoints in a row
   int64_t slow_onset_step = -1;
   bool overhead_raised = false;
+  template <class Io>
+  void fields(Io& io) {
+    io(window_start, last_ok_time, last_ok_step, failures, failure_raised, slow, slow_onset_step, overhead_raised);
+  }
 };
 
-class CheckpointHealth final : public Operator {
+class CheckpointHealth final : public PerRunOperator<CheckpointHealth, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"checkpoint_health", 1};
   explicit CheckpointHealth(const CheckpointHealthOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart");
+  // A restart starts a new training window; the failure and overhead streaks stay.
+  void on_restart(Symbol run, const Record& r, Emitter&) { runs_[run].window_start = r.time_ns; }
+
+  void handle(const Record& r, Emitter& out) {
     switch (r.kind()) {
       case Kind::kRunStart: {
         RunState& st = runs_[r.run_start().run_id];
@@ -32,9 +44,6 @@ class CheckpointHealth final : public Operator {
         st.window_start = r.time_ns;
         break;
       }
-      case Kind::kEvent:
-        if (r.as<Occurrence>().kind == kRestart) runs_[r.as<Occurrence>().run_id].window_start = r.time_ns;
-        break;
       case Kind::kRunEnd:
         runs_.erase(r.as<RunEnd>().run_id);
         break;
@@ -123,7 +132,6 @@ class CheckpointHealth final : public Operator {
   }
 
   CheckpointHealthOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
 };
 
 std::string describe_options(const CheckpointHealthOptions& o) {

@@ -6,6 +6,7 @@
 
 #include "operators/persistence.h"
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 namespace {
@@ -15,19 +16,32 @@ constexpr size_t kCollectiveSteps = 8;  // steps of collective latencies kept pe
 struct Latency {
   double sum = 0;
   int64_t n = 0;
+  template <class Io>
+  void fields(Io& io) {
+    io(sum, n);
+  }
 };
 
 struct RunState {
   Incident incident;
   std::map<int64_t, Latency> collectives;  // by step
+  template <class Io>
+  void fields(Io& io) {
+    io(incident, collectives);
+  }
 };
 
-class CommBottleneck final : public Operator {
+// A restart forgets the run (the binding's default).
+class CommBottleneck final : public PerRunOperator<CommBottleneck, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"comm_bottleneck", 1};
   explicit CommBottleneck(const CommBottleneckOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart");
+  void handle(const Record& r, Emitter& out) {
     switch (r.kind()) {
       case Kind::kStepRecord:
         on_step(r, out);
@@ -41,9 +55,6 @@ class CommBottleneck final : public Operator {
         while (st.collectives.size() > kCollectiveSteps) st.collectives.erase(st.collectives.begin());
         break;
       }
-      case Kind::kEvent:
-        if (r.as<Occurrence>().kind == kRestart) runs_.erase(r.as<Occurrence>().run_id);
-        break;
       case Kind::kRunEnd:
         runs_.erase(r.as<RunEnd>().run_id);
         break;
@@ -101,7 +112,6 @@ class CommBottleneck final : public Operator {
   }
 
   CommBottleneckOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
 };
 
 std::string describe_options(const CommBottleneckOptions& o) {

@@ -8,6 +8,7 @@
 
 #include "operators/persistence.h"
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 namespace {
@@ -16,20 +17,33 @@ struct LatestData {
   Symbol shard;
   double storage_read_ms = NAN;
   int64_t step = -1;
+  template <class Io>
+  void fields(Io& io) {
+    io(shard, storage_read_ms, step);
+  }
 };
 
 struct RunState {
   Incident incident;
   std::map<int32_t, std::deque<int64_t>> starved;  // rank -> its starved steps in the window
   std::vector<LatestData> data;                    // by rank: its latest data event
+  template <class Io>
+  void fields(Io& io) {
+    io(incident, starved, data);
+  }
 };
 
-class DataStarvation final : public Operator {
+// A restart forgets the run (the binding's default).
+class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"data_starvation", 1};
   explicit DataStarvation(const DataStarvationOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart");
+  void handle(const Record& r, Emitter& out) {
     switch (r.kind()) {
       case Kind::kStepRecord:
         on_step(r, out);
@@ -45,9 +59,6 @@ class DataStarvation final : public Operator {
         if (d.has(DataSample::F::step)) l.step = d.step;
         break;
       }
-      case Kind::kEvent:
-        if (r.as<Occurrence>().kind == kRestart) runs_.erase(r.as<Occurrence>().run_id);
-        break;
       case Kind::kRunEnd:
         runs_.erase(r.as<RunEnd>().run_id);
         break;
@@ -159,7 +170,6 @@ class DataStarvation final : public Operator {
   }
 
   DataStarvationOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
 };
 
 std::string describe_options(const DataStarvationOptions& o) {

@@ -9,6 +9,7 @@
 #include "operators/median.h"
 #include "operators/persistence.h"
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 namespace {
@@ -57,6 +58,10 @@ struct CounterState {
   int64_t last = 0;
   bool active = false;
   int64_t quiet = 0;  // samples without an increase since the alert
+  template <class Io>
+  void fields(Io& io) {
+    io(known, last, active, quiet);
+  }
 };
 
 struct GpuState {
@@ -68,6 +73,26 @@ struct GpuState {
   CounterState dbe, nvlink, pcie;
   int64_t mem_total = 0;  // the last total a sample reported
   int64_t reserved = -1;  // the latest mem_reserved_bytes of the rank on this GPU
+  template <class Io>
+  void fields(Io& io) {
+    io(samples, clocks, thermal, power, clock, memory, last_xid, xid_seen, dbe, nvlink, pcie, mem_total, reserved);
+  }
+};
+
+// A GPU of a node (gpu -1: the node, where an XID does not name the GPU).
+struct GpuKey {
+  Symbol node;
+  int32_t gpu = -1;
+  bool operator==(const GpuKey&) const = default;
+  template <class Io>
+  void fields(Io& io) {
+    io(node, gpu);
+  }
+};
+struct GpuKeyHash {
+  size_t operator()(const GpuKey& k) const {
+    return std::hash<uint64_t>()((static_cast<uint64_t>(k.node.id()) << 32) | static_cast<uint32_t>(k.gpu));
+  }
 };
 
 // Median of `values`, using `scratch` (no allocation once it has grown).
@@ -76,10 +101,15 @@ double median(const std::deque<double>& values, std::vector<double>& scratch) {
   return median_in_place(scratch);
 }
 
-class GpuHealth final : public Operator {
+class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> {
  public:
+  static constexpr runtime::state::StateType kState{"gpu_health", 1};
   GpuHealth(const GpuHealthOptions& o, const runtime::OperatorContext& ctx)
       : o_(o), placement_(ctx.partition, ctx.partitions) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(placement_, gpus_, steps_);
+  }
 
   void process(const Record& r, Emitter& out) override {
     switch (r.kind()) {
@@ -105,9 +135,7 @@ class GpuHealth final : public Operator {
   }
 
  private:
-  static uint64_t gpu_id(Symbol node, int32_t gpu) {
-    return (static_cast<uint64_t>(node.id()) << 32) | static_cast<uint32_t>(gpu);
-  }
+  static GpuKey gpu_id(Symbol node, int32_t gpu) { return GpuKey{node, gpu}; }
 
   void on_step(const StepRecord& rec) {
     const RunInfo* info = placement_.run(rec.run_id);
@@ -341,8 +369,8 @@ class GpuHealth final : public Operator {
 
   GpuHealthOptions o_;
   NodePlacement placement_;
-  std::unordered_map<uint64_t, GpuState> gpus_;  // by (node, gpu); lookups only, never iterated
-  std::unordered_map<Symbol, int64_t> steps_;    // latest joined step per run
+  runtime::state::KeyedState<GpuKey, GpuState, GpuKeyHash> gpus_;  // lookups only, never iterated
+  runtime::state::KeyedState<Symbol, int64_t> steps_;              // latest joined step per run
   std::vector<double> scratch_;
 };
 

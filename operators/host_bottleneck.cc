@@ -7,6 +7,7 @@
 
 #include "operators/persistence.h"
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 namespace {
@@ -14,12 +15,21 @@ namespace {
 struct NodeCpu {
   double cpu_pct = NAN;
   int64_t time_ns = 0;
+  template <class Io>
+  void fields(Io& io) {
+    io(cpu_pct, time_ns);
+  }
 };
 
-class HostBottleneck final : public Operator {
+class HostBottleneck final : public runtime::state::Snapshottable<Record, HostBottleneck> {
  public:
+  static constexpr runtime::state::StateType kState{"host_bottleneck", 1};
   HostBottleneck(const HostBottleneckOptions& o, const runtime::OperatorContext& ctx)
       : o_(o), placement_(ctx.partition, ctx.partitions) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(placement_, cpu_, incidents_);
+  }
 
   void process(const Record& r, Emitter& out) override {
     switch (r.kind()) {
@@ -111,6 +121,10 @@ class HostBottleneck final : public Operator {
   struct RunNode {
     Symbol run, node;
     bool operator==(const RunNode&) const = default;
+    template <class Io>
+    void fields(Io& io) {
+      io(run, node);
+    }
   };
   struct RunNodeHash {
     size_t operator()(const RunNode& k) const { return std::hash<Symbol>()(k.run) * 31 + std::hash<Symbol>()(k.node); }
@@ -118,8 +132,8 @@ class HostBottleneck final : public Operator {
 
   HostBottleneckOptions o_;
   NodePlacement placement_;
-  std::unordered_map<Symbol, NodeCpu> cpu_;  // owned nodes' latest sample
-  std::unordered_map<RunNode, Incident, RunNodeHash> incidents_;
+  runtime::state::KeyedState<Symbol, NodeCpu> cpu_;  // owned nodes' latest sample
+  runtime::state::KeyedState<RunNode, Incident, RunNodeHash> incidents_;
 };
 
 class HostBottleneckDef final : public OperatorDef {

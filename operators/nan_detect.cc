@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "operators/run_state.h"
+
 namespace runlens::ops {
 
 namespace {
@@ -32,14 +34,25 @@ struct RunState {
   std::shared_ptr<const RunInfo> info;
   bool raised = false;
   int64_t last_bad_step = INT64_MIN / 2;  // latest step with non-finite values
+  template <class Io>
+  void fields(Io& io) {
+    io(info, raised, last_bad_step);
+  }
 };
 
-class NanDetect final : public Operator {
+class NanDetect final : public PerRunOperator<NanDetect, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"nan_detect", 1};
   explicit NanDetect(const NanDetectOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart");
+  // A restart only re-arms: the incident's last bad step and the rank map stay.
+  void on_restart(Symbol run, const Record&, Emitter&) { runs_[run].raised = false; }
+
+  void handle(const Record& r, Emitter& out) {
     switch (r.kind()) {
       case Kind::kRunStart:
         runs_[r.run_start().run_id].info = RunInfo::from(r.run_start());
@@ -49,11 +62,6 @@ class NanDetect final : public Operator {
         // follow rank 0's run_end, and must not raise the same incident again.
         runs_[r.as<RunEnd>().run_id].info.reset();
         return;
-      case Kind::kEvent: {
-        const Occurrence& e = r.as<Occurrence>();
-        if (e.kind == kRestart) runs_[e.run_id].raised = false;
-        return;
-      }
       case Kind::kTrain:
         break;
       default:
@@ -105,7 +113,6 @@ class NanDetect final : public Operator {
   }
 
   NanDetectOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
 };
 
 std::string describe_options(const NanDetectOptions& o) { return "rearm_steps=" + std::to_string(o.rearm_steps); }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 namespace {
@@ -15,6 +16,10 @@ namespace {
 struct DataSeen {
   int64_t step = -1;
   Symbol shard;
+  template <class Io>
+  void fields(Io& io) {
+    io(step, shard);
+  }
 };
 
 struct RunState {
@@ -22,6 +27,10 @@ struct RunState {
   std::deque<std::shared_ptr<const StepRecord>> history;  // the last joined steps, oldest first
   std::vector<std::array<DataSeen, 2>> data;              // by rank: its last two data events with a shard
   std::set<std::pair<int32_t, int64_t>> raised;           // (rank, step)
+  template <class Io>
+  void fields(Io& io) {
+    io(info, history, data, raised);
+  }
 };
 
 double median_of(std::vector<double> v) {
@@ -31,12 +40,24 @@ double median_of(std::vector<double> v) {
   return *mid;
 }
 
-class OomDetect final : public Operator {
+class OomDetect final : public PerRunOperator<OomDetect, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"oom_detect", 1};
   explicit OomDetect(const OomDetectOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    static const Symbol kOom = Symbol::intern("oom"), kRestart = Symbol::intern("restart");
+  // Step numbers may repeat after a restart: forget the history, keep the
+  // rank map (and the OOMs already raised).
+  void on_restart(Symbol run, const Record&, Emitter&) {
+    auto it = runs_.find(run);
+    if (it != runs_.end()) it->second.history.clear(), it->second.data.clear();
+  }
+
+  void handle(const Record& r, Emitter& out) {
+    static const Symbol kOom = Symbol::intern("oom");
     switch (r.kind()) {
       case Kind::kRunStart:
         runs_[r.run_start().run_id].info = RunInfo::from(r.run_start());
@@ -63,13 +84,7 @@ class OomDetect final : public Operator {
       }
       case Kind::kEvent: {
         const Occurrence& e = r.as<Occurrence>();
-        if (e.kind == kOom)
-          on_oom(r, e, out);
-        else if (e.kind == kRestart) {
-          // Step numbers may repeat after a restart: forget the history, keep the rank map.
-          auto it = runs_.find(e.run_id);
-          if (it != runs_.end()) it->second.history.clear(), it->second.data.clear();
-        }
+        if (e.kind == kOom) on_oom(r, e, out);
         break;
       }
       default:
@@ -183,7 +198,6 @@ class OomDetect final : public Operator {
   }
 
   OomDetectOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
 };
 
 std::string describe_options(const OomDetectOptions& o) { return "history_steps=" + std::to_string(o.history_steps); }

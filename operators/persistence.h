@@ -44,9 +44,18 @@ class Incident {
     active_ = false;
   }
 
+  template <class Io>
+  void fields(Io& io) {
+    io(k_, n_, hits_, active_);
+  }
+
  private:
   struct Hit {
     int64_t seq, tag;
+    template <class Io>
+    void fields(Io& io) {
+      io(seq, tag);
+    }
   };
   int64_t k_ = 1, n_ = 1;
   std::deque<Hit> hits_;

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "operators/operator.h"
+#include "runtime/state/codec.h"
+#include "schema/state_codecs.h"
 
 namespace runlens::ops {
 
@@ -39,6 +41,10 @@ struct GpuTenant {
   Symbol run_id;
   int32_t rank = -1;
   std::shared_ptr<const RunInfo> run;
+  template <class Io>
+  void fields(Io& io) {
+    io(run_id, rank, run);
+  }
 };
 
 // Rank maps of the runs on the nodes one partition owns. Fed every run_start
@@ -62,11 +68,26 @@ class NodePlacement {
   const std::vector<Symbol>* nodes_of(Symbol run_id) const;
   const RunInfo* run(Symbol run_id) const;
 
+  // The rank maps are state (docs/state.md); the partition is the instance's.
+  template <class Io>
+  void fields(Io& io) {
+    io(runs_, gpus_);
+  }
+
  private:
   struct RunNodes {
     std::shared_ptr<const RunInfo> info;
     std::vector<Symbol> nodes;                               // owned, sorted by text
     std::unordered_map<Symbol, std::vector<int32_t>> ranks;  // owned node -> ranks
+    template <class Io>
+    void fields(Io& io) {
+      io(info, nodes, ranks);
+      if constexpr (runtime::state::kReading<Io>) {
+        for (Symbol n : nodes) {
+          if (!ranks.count(n)) io.fail("node " + n.string() + " of a run has no ranks");
+        }
+      }
+    }
   };
   int partition_, partitions_;
   std::unordered_map<Symbol, RunNodes> runs_;

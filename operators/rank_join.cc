@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "operators/run_deadlines.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 namespace {
@@ -16,6 +17,15 @@ struct Pending {
   int32_t count = 0;
   int64_t first_time = 0;
   int64_t deadline = 0;
+  template <class Io>
+  void fields(Io& io) {
+    io(by_rank, have, count, first_time, deadline);
+    if constexpr (runtime::state::kReading<Io>) {
+      if (by_rank.size() != have.size())
+        io.fail("a pending step has reports of " + std::to_string(by_rank.size()) + " ranks and presence bits of " +
+                std::to_string(have.size()));
+    }
+  }
 };
 
 struct RunState {
@@ -29,25 +39,47 @@ struct RunState {
   std::unordered_map<int32_t, int64_t> missing;
   std::vector<int64_t> last_seen;  // by rank: the latest step it reported
   Symbol tenant;
+  template <class Io>
+  void fields(Io& io) {
+    io(info, world, pending, closed, closed_order, missing, last_seen, tenant);
+  }
 };
 
 constexpr size_t kClosedMemory = 4096;
 
-class RankJoin final : public Operator {
+class RankJoin final : public PerRunOperator<RankJoin, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"rank_join", 1};
   RankJoin(const RankJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_, timers_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    fire_until(r.time_ns, out);
+  // Timers fire before the row at or after them (end of input: whatever is
+  // still pending times out now).
+  void advance(int64_t t, Emitter& out) { fire_until(t, out); }
+
+  // The job restarted (from a checkpoint): steps in flight will never
+  // complete and step numbers may repeat. Not a missing rank. The rank map stays.
+  void on_restart(Symbol run, const Record&, Emitter&) {
+    if (run.empty()) return;
+    auto it = runs_.find(run);
+    if (it == runs_.end()) return;
+    it->second.pending.clear();
+    it->second.closed.clear();
+    it->second.closed_order.clear();
+    it->second.missing.clear();
+    it->second.last_seen.clear();
+  }
+
+  void handle(const Record& r, Emitter& out) {
     switch (r.kind()) {
       case Kind::kRunStart:
         on_run_start(r);
         break;
       case Kind::kStep:
         on_step(r, out);
-        break;
-      case Kind::kEvent:
-        on_event(r);
         break;
       case Kind::kRunEnd:
         on_run_end(r, out);
@@ -57,13 +89,6 @@ class RankJoin final : public Operator {
     }
   }
 
-  void on_watermark(int64_t wm, Emitter& out) override { fire_until(wm, out); }
-
-  void finish(Emitter& out) override {
-    // End of input: whatever is still pending times out now.
-    fire_until(runtime::kEndOfTime, out);
-  }
-
  private:
   void on_run_start(const Record& r) {
     const RunStart& rs = r.run_start();
@@ -71,21 +96,6 @@ class RankJoin final : public Operator {
     st.info = RunInfo::from(rs);
     st.tenant = r.tenant;
     st.world = static_cast<int32_t>(st.info->placement.size());
-  }
-
-  void on_event(const Record& r) {
-    static const Symbol kRestart = Symbol::intern("restart");
-    const Occurrence& e = r.as<Occurrence>();
-    if (e.kind != kRestart || e.run_id.empty()) return;
-    auto it = runs_.find(e.run_id);
-    if (it == runs_.end()) return;
-    // The job restarted (from a checkpoint): steps in flight will never
-    // complete and step numbers may repeat. Not a missing rank.
-    it->second.pending.clear();
-    it->second.closed.clear();
-    it->second.closed_order.clear();
-    it->second.missing.clear();
-    it->second.last_seen.clear();
   }
 
   void on_run_end(const Record& r, Emitter& out) {
@@ -241,7 +251,6 @@ class RankJoin final : public Operator {
 
   RankJoinOptions o_;
   runtime::OperatorContext ctx_;
-  std::unordered_map<Symbol, RunState> runs_;
   RunDeadlines<int64_t> timers_;  // by step
 };
 

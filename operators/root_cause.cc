@@ -17,6 +17,7 @@
 #include "operators/median.h"
 #include "operators/placement.h"
 #include "operators/run_deadlines.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 
@@ -145,6 +146,10 @@ const Vocab& vocab() {
 struct StepRow {
   int64_t step = 0;
   std::array<double, kStepSignals> v;
+  template <class Io>
+  void fields(Io& io) {
+    io(step, v);
+  }
 };
 
 // An alert or event of the run: what present(), count(), here() and changed() read.
@@ -158,6 +163,10 @@ struct Seen {
   std::optional<int32_t> gpu;
   Symbol key;          // config_change: the key
   std::string detail;  // events: for evidence
+  template <class Io>
+  void fields(Io& io) {
+    io(kind, is_event, step, time, rank, node, gpu, key, detail);
+  }
 };
 
 struct Symptom {
@@ -166,6 +175,10 @@ struct Symptom {
   int64_t onset = 0;
   int64_t rank = 0;  // RuleSet::symptom_rank
   int tree = -1;
+  template <class Io>
+  void fields(Io& io) {
+    io(alert, step, onset, rank, tree);
+  }
 };
 
 struct Incident {
@@ -178,6 +191,12 @@ struct Incident {
   bool emitted = false;
   std::string alert_id, cause, owner, symptom;
   int revision = 0;
+
+  template <class Io>
+  void fields(Io& io) {
+    io(id, symptoms, onset, last_step, eval_step, deadline, generation, pending, emitted, alert_id, cause, owner,
+       symptom, revision);
+  }
 
   // The symptom that picks the tree: highest rank, then earliest.
   const Symptom& primary() const {
@@ -194,6 +213,10 @@ struct RunState {
   std::deque<Seen> seen;
   std::list<Incident> incidents;
   int64_t last_step = 0;
+  template <class Io>
+  void fields(Io& io) {
+    io(steps, seen, incidents, last_step);
+  }
 };
 
 constexpr size_t kMaxSeen = 2048;
@@ -417,12 +440,55 @@ std::string event_detail(const Occurrence& e) {
   return d.empty() ? e.kind.string() : d;
 }
 
-class RootCause final : public Operator {
+class RootCause final : public PerRunOperator<RootCause, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"root_cause", 1};
   explicit RootCause(const RootCauseOptions& o) : o_(o), rules_(*o.rules) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_, timers_, next_id_);
+  }
+  // Restores into an instance with the same rules: the state names rule
+  // trees and event kinds by index, which are checked here.
+  void restore(std::string_view snapshot) override {
+    PerRunOperator::restore(snapshot);
+    auto bad = [](const std::string& why) {
+      throw runtime::state::StateError("state snapshot: root_cause state " + why);
+    };
+    int kinds = static_cast<int>(vocab().kind_names().size());
+    for (const auto& [run, st] : runs_) {
+      for (const Seen& s : st.seen) {
+        if (s.is_event && (s.kind < 0 || s.kind >= kinds)) bad("names event kind " + std::to_string(s.kind));
+      }
+      for (const Incident& inc : st.incidents) {
+        if (inc.symptoms.empty()) bad("holds an incident without symptoms");
+        for (const Symptom& s : inc.symptoms) {
+          if (!s.alert) bad("holds a symptom without its alert");
+          if (s.tree < 0 || static_cast<size_t>(s.tree) >= rules_.trees.size())
+            bad("names rule tree " + std::to_string(s.tree) + " of " + std::to_string(rules_.trees.size()) +
+                " (restore it with the rules it was taken with)");
+        }
+      }
+    }
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    fire_until(r.time_ns, out);
+  void advance(int64_t t, Emitter& out) { fire_until(t, out); }
+
+  // Steps start again: judge what is pending on what came before, then
+  // forget the steps and incidents; what was seen stays.
+  void on_restart(Symbol run, const Record& r, Emitter& out) {
+    if (run.empty()) return;
+    auto it = runs_.find(run);
+    if (it == runs_.end()) return;
+    for (auto& inc : it->second.incidents) {
+      if (inc.pending) evaluate(run, it->second, inc, r.time_ns, out);
+    }
+    it->second.steps.clear();
+    it->second.incidents.clear();
+    it->second.last_step = 0;
+  }
+
+  void handle(const Record& r, Emitter& out) {
     switch (r.kind()) {
       case Kind::kStepStats:
         on_stats(r, out);
@@ -446,8 +512,6 @@ class RootCause final : public Operator {
         break;
     }
   }
-  void on_watermark(int64_t wm, Emitter& out) override { fire_until(wm, out); }
-  void finish(Emitter& out) override { fire_until(runtime::kEndOfTime, out); }
 
  private:
   void on_stats(const Record& r, Emitter& out) {
@@ -569,21 +633,10 @@ class RootCause final : public Operator {
   }
 
   void on_event(const Record& r, Emitter& out) {
-    static const Symbol kRestart = Symbol::intern("restart");
     const Occurrence& e = r.as<Occurrence>();
     if (e.run_id.empty()) return;
     auto it = runs_.find(e.run_id);
-    if (e.kind == kRestart) {
-      // Steps start again: judge what is pending on what came before.
-      if (it == runs_.end()) return;
-      for (auto& inc : it->second.incidents) {
-        if (inc.pending) evaluate(e.run_id, it->second, inc, r.time_ns, out);
-      }
-      it->second.steps.clear();
-      it->second.incidents.clear();
-      it->second.last_step = 0;
-      return;
-    }
+    if (e.kind == restart_kind()) return;  // on_restart's
     int kind = vocab().kind_id(e.kind);
     if (kind < 0) return;  // not a kind conditions can name
     RunState& st = it == runs_.end() ? runs_[e.run_id] : it->second;
@@ -722,7 +775,6 @@ class RootCause final : public Operator {
 
   RootCauseOptions o_;
   const rules::RuleSet& rules_;
-  std::unordered_map<Symbol, RunState> runs_;
   RunDeadlines<std::pair<uint64_t, uint64_t>> timers_;  // by (incident, generation)
   uint64_t next_id_ = 1;
 };

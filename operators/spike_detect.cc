@@ -7,6 +7,7 @@
 
 #include "operators/median.h"
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 
@@ -35,11 +36,19 @@ struct Series {
   std::deque<double> values;
   bool raised = false;
   int64_t quiet = 0;  // train events without a spike since the alert
+  template <class Io>
+  void fields(Io& io) {
+    io(values, raised, quiet);
+  }
 };
 
 struct LrPoint {
   double lr;
   int64_t step;
+  template <class Io>
+  void fields(Io& io) {
+    io(lr, step);
+  }
 };
 
 struct RunState {
@@ -51,15 +60,32 @@ struct RunState {
   int64_t explicit_lr_at = INT64_MIN;  // train events seen when the last explicit lr change came
   int64_t train_events = 0;
   int64_t lr_change_step = -1;  // latest LR change (explicit or inferred)
+  template <class Io>
+  void fields(Io& io) {
+    io(info, lead_rank, last_step, loss, grad, lr, explicit_lr_at, train_events, lr_change_step);
+  }
 };
 
-class SpikeDetect final : public Operator {
+class SpikeDetect final : public PerRunOperator<SpikeDetect, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"spike_detect", 1};
   explicit SpikeDetect(const SpikeDetectOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart"), kConfig = Symbol::intern("config_change"),
-                        kLr = Symbol::intern("lr"), kLearningRate = Symbol::intern("learning_rate");
+  // A restart starts the series again; the rank map stays.
+  void on_restart(Symbol run, const Record&, Emitter&) {
+    if (run.empty()) return;
+    auto info = runs_[run].info;
+    runs_[run] = RunState();
+    runs_[run].info = std::move(info);
+  }
+
+  void handle(const Record& r, Emitter& out) {
+    static const Symbol kConfig = Symbol::intern("config_change"), kLr = Symbol::intern("lr"),
+                        kLearningRate = Symbol::intern("learning_rate");
     switch (r.kind()) {
       case Kind::kRunStart: {
         RunState& st = runs_[r.run_start().run_id];
@@ -73,11 +99,7 @@ class SpikeDetect final : public Operator {
       case Kind::kEvent: {
         const Occurrence& e = r.as<Occurrence>();
         if (e.run_id.empty()) break;
-        if (e.kind == kRestart) {
-          auto info = runs_[e.run_id].info;
-          runs_[e.run_id] = RunState();
-          runs_[e.run_id].info = std::move(info);
-        } else if (e.kind == kConfig && (e.key == kLr || e.key == kLearningRate)) {
+        if (e.kind == kConfig && (e.key == kLr || e.key == kLearningRate)) {
           RunState& st = runs_[e.run_id];
           st.explicit_lr_at = st.train_events;
           if (e.has(Occurrence::F::step))
@@ -196,7 +218,6 @@ class SpikeDetect final : public Operator {
   }
 
   SpikeDetectOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
   std::vector<double> scratch_;
 };
 

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "operators/run_deadlines.h"
+#include "operators/run_state.h"
 #include "operators/straggler.h"
 
 namespace runlens::ops {
@@ -84,11 +85,19 @@ namespace {
 struct Pending {
   std::shared_ptr<StepStats> stats;
   int64_t deadline = 0;
+  template <class Io>
+  void fields(Io& io) {
+    io(stats, deadline);
+  }
 };
 
 struct RunState {
   std::map<int64_t, Pending> waiting;  // step stats waiting for their train event
   std::map<int64_t, Train> early;      // train events that came before their step record
+  template <class Io>
+  void fields(Io& io) {
+    io(waiting, early);
+  }
 };
 
 void attach(StepStats& st, const Train& t) {
@@ -98,13 +107,21 @@ void attach(StepStats& st, const Train& t) {
   if (t.has(Train::F::grad_norm)) st.grad_norm = t.grad_norm;
 }
 
-class StepStatsOp final : public Operator {
+class StepStatsOp final : public PerRunOperator<StepStatsOp, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"step_stats", 1};
   explicit StepStatsOp(const StepStatsOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_, timers_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    fire_until(r.time_ns, out);
-    static const Symbol kRestart = Symbol::intern("restart");
+  void advance(int64_t t, Emitter& out) { fire_until(t, out); }
+  // A restart drops the early train events (step numbers may repeat); the
+  // step stats waiting for theirs still go out at their deadline.
+  void on_restart(Symbol run, const Record&, Emitter&) { runs_[run].early.clear(); }
+
+  void handle(const Record& r, Emitter& out) {
     switch (r.kind()) {
       case Kind::kStepRecord:
         on_step(r, out);
@@ -119,15 +136,10 @@ class StepStatsOp final : public Operator {
         runs_.erase(it);
         break;
       }
-      case Kind::kEvent:
-        if (r.as<Occurrence>().kind == kRestart) runs_[r.as<Occurrence>().run_id].early.clear();
-        break;
       default:
         break;
     }
   }
-  void on_watermark(int64_t wm, Emitter& out) override { fire_until(wm, out); }
-  void finish(Emitter& out) override { fire_until(runtime::kEndOfTime, out); }
 
  private:
   void on_step(const Record& r, Emitter& out) {
@@ -185,7 +197,6 @@ class StepStatsOp final : public Operator {
   }
 
   StepStatsOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
   RunDeadlines<int64_t> timers_;  // by step
 };
 

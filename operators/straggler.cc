@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "operators/median.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 
@@ -52,6 +53,10 @@ namespace {
 struct RankHistory {
   std::deque<int64_t> slow_steps;  // steps in the window where the rank was slow
   bool flagged = false;
+  template <class Io>
+  void fields(Io& io) {
+    io(slow_steps, flagged);
+  }
 };
 
 struct RunState {
@@ -59,6 +64,10 @@ struct RunState {
   // Isolated slow rank-steps and judged rank-steps, decayed by step: the
   // run's rate of chance slowness (a prior of 1 in 1000 rank-steps first).
   double slow_ew = 1, judged_ew = 1000;
+  template <class Io>
+  void fields(Io& io) {
+    io(ranks, slow_ew, judged_ew);
+  }
 };
 
 std::string fmt(double v, const char* f = "%.0f") {
@@ -67,11 +76,16 @@ std::string fmt(double v, const char* f = "%.0f") {
   return buf;
 }
 
-class Straggler final : public Operator {
+class Straggler final : public PerRunOperator<Straggler, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"straggler", 1};
   explicit Straggler(const StragglerOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
+  void handle(const Record& r, Emitter& out) {
     const StepRecord& rec = r.step_record();
     if (static_cast<int64_t>(rec.ranks.size()) < o_.min_ranks) return;
     work_.clear();
@@ -149,8 +163,7 @@ class Straggler final : public Operator {
   }
 
   StragglerOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
-  std::vector<double> work_;
+  std::vector<double> work_;  // scratch
 };
 
 std::string describe_options(const StragglerOptions& o) {

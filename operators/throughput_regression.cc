@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 namespace {
@@ -14,12 +15,20 @@ struct Point {
   int64_t step;
   double num, den;  // the windowed value is sum(num) / sum(den)
   double value() const { return num / den; }
+  template <class Io>
+  void fields(Io& io) {
+    io(step, num, den);
+  }
 };
 
 struct Series {
   std::deque<Point> recent, baseline;
   int64_t persist = 0;  // steps in a row with the windowed drop
   bool raised = false;
+  template <class Io>
+  void fields(Io& io) {
+    io(recent, baseline, persist, raised);
+  }
 };
 
 struct Judgement {
@@ -34,6 +43,10 @@ struct RunState {
   std::string config_key;
   double last_mfu = NAN;
   int32_t reported = 0;
+  template <class Io>
+  void fields(Io& io) {
+    io(steps, tokens, mfu, config_step, config_key, last_mfu, reported);
+  }
 };
 
 double ratio_of(const std::deque<Point>& pts) {  // sum(num) / sum(den)
@@ -42,12 +55,22 @@ double ratio_of(const std::deque<Point>& pts) {  // sum(num) / sum(den)
   return d > 0 ? n / d : NAN;
 }
 
-class ThroughputRegression final : public Operator {
+class ThroughputRegression final : public PerRunOperator<ThroughputRegression, RunState> {
  public:
+  static constexpr runtime::state::StateType kState{"throughput_regression", 1};
   explicit ThroughputRegression(const ThroughputRegressionOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart"), kConfig = Symbol::intern("config_change");
+  // A restart forgets the run (a restart without a run_id restarts nothing).
+  void on_restart(Symbol run, const Record&, Emitter&) {
+    if (!run.empty()) runs_.reset(run);
+  }
+
+  void handle(const Record& r, Emitter& out) {
+    static const Symbol kConfig = Symbol::intern("config_change");
     switch (r.kind()) {
       case Kind::kStepStats:
         on_stats(r, out);
@@ -55,9 +78,7 @@ class ThroughputRegression final : public Operator {
       case Kind::kEvent: {
         const Occurrence& e = r.as<Occurrence>();
         if (e.run_id.empty()) break;
-        if (e.kind == kRestart) {
-          runs_.erase(e.run_id);
-        } else if (e.kind == kConfig) {
+        if (e.kind == kConfig) {
           RunState& st = runs_[e.run_id];
           if (!e.has(Occurrence::F::step)) break;
           st.config_step = e.step;
@@ -197,7 +218,6 @@ class ThroughputRegression final : public Operator {
   }
 
   ThroughputRegressionOptions o_;
-  std::unordered_map<Symbol, RunState> runs_;
   std::vector<double> scratch_;
 };
 

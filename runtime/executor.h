@@ -43,6 +43,7 @@
 #include "runtime/merge_runs.h"
 #include "runtime/operator.h"
 #include "runtime/pipeline_spec.h"
+#include "runtime/state/state_error.h"
 #include "runtime/status.h"
 
 namespace runlens::runtime {
@@ -156,6 +157,33 @@ class Executor {
     return std::min(threads, std::max(0, tbb::info::default_concurrency() - 1)) + 1;
   }
 
+  // Snapshots of every partition of operator `id` (docs/state.md), in
+  // partition order. Call it after run() has returned: at end of input, or
+  // after stop() once the graph has drained. Throws StateError (naming the
+  // operator and partition) when an operator does not support snapshots.
+  std::vector<std::string> snapshot_state(const std::string& id) const {
+    const Node* n = find(id);
+    RUNLENS_CHECK(n != nullptr && !n->source, "snapshot of '" + id + "', which is not an operator of this graph");
+    std::vector<std::string> out;
+    for (const auto& p : n->parts) {
+      RUNLENS_CHECK(p->op != nullptr, "snapshot of '" + id + "' before run()");
+      out.push_back(with_where(id, p->index, [&] { return p->op->snapshot(); }));
+    }
+    return out;
+  }
+  // Restores operator `id` from `snapshots` (one per partition, as snapshot_state()
+  // returned them) when run() opens its partitions, before the first row.
+  // Call before run(). Keys are not moved between partitions: the partition
+  // count must be the one the snapshots were taken with.
+  void restore_state(const std::string& id, std::vector<std::string> snapshots) {
+    Node* n = find(id);
+    RUNLENS_CHECK(n != nullptr && !n->source, "restore of '" + id + "', which is not an operator of this graph");
+    if (snapshots.size() != n->parts.size())
+      throw state::StateError("operator '" + id + "' has " + std::to_string(n->parts.size()) +
+                              " partitions; the snapshots are of " + std::to_string(snapshots.size()));
+    n->restore_from = std::move(snapshots);
+  }
+
  private:
   struct Node;
   struct Partition;
@@ -223,14 +251,24 @@ class Executor {
     std::vector<Node*> consumers, upstream;
     int producer_base = 0;  // global producer id of partition 0 (or of the source)
     NodeCounters counters;
+    std::vector<std::string> restore_from;  // one snapshot per partition, or empty
     std::unique_ptr<tbb::flow::function_node<Partition*, tbb::flow::continue_msg>> task;
   };
 
-  Node* find(const std::string& id) {
+  Node* find(const std::string& id) const {
     for (auto& n : nodes_) {
       if (n->id == id) return n.get();
     }
     return nullptr;
+  }
+
+  template <class F>
+  static auto with_where(const std::string& id, int partition, F&& f) {
+    try {
+      return f();
+    } catch (const state::StateError& e) {
+      throw state::StateError("operator '" + id + "' partition " + std::to_string(partition) + ": " + e.what());
+    }
   }
 
   void prepare() {
@@ -253,6 +291,9 @@ class Executor {
         p->producer_wm.assign(slots, kBeginningOfTime);
         OperatorContext ctx{n->id, p->index, static_cast<int>(n->parts.size()), opts_.dead_letters, &n->counters};
         p->op = n->def->open(ctx);
+        if (!n->restore_from.empty()) {
+          with_where(n->id, p->index, [&] { p->op->restore(n->restore_from[static_cast<size_t>(p->index)]); });
+        }
       }
     }
   }

@@ -13,6 +13,8 @@
 //  - Rows emitted while handling watermark w must not be older than the
 //    previous watermark (emit at the time of the row or timer that caused it).
 //  - finish() is called once, after the final watermark, at end of input.
+//  - snapshot() and restore() (docs/state.md) are called between those calls,
+//    never during one, by the thread that owns the partition.
 #pragma once
 
 #include <cstdint>
@@ -20,9 +22,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/counters.h"
+#include "runtime/state/state_error.h"
 #include "runtime/status.h"
 
 namespace runlens::runtime {
@@ -85,6 +89,14 @@ class Operator {
   virtual void process(const R& row, Emitter<R>& out) = 0;
   virtual void on_watermark(int64_t watermark_ns, Emitter<R>& out) {}
   virtual void finish(Emitter<R>& out) {}
+  // The partition's state as bytes (docs/state.md), and back: restore() into
+  // a fresh instance opened from the same definition continues exactly where
+  // snapshot() left off. Stateful operators implement them through
+  // runtime/state/snapshot.h (Snapshottable); the default supports no snapshots.
+  virtual std::string snapshot() const { throw state::StateError("this operator does not support snapshots"); }
+  virtual void restore(std::string_view snapshot) {
+    throw state::StateError("this operator does not support snapshots");
+  }
 };
 
 template <class R>
