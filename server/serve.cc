@@ -221,11 +221,11 @@ void lineage_node(json::Writer& w, const store::LineageNode& n) {
 
 class Routes {
  public:
-  explicit Routes(std::string db_path) : db_path_(std::move(db_path)) {}
+  explicit Routes(std::string store_url) : store_url_(std::move(store_url)) {}
 
   store::Store open() const {
     try {
-      return store::open_store(db_path_, {store::OpenMode::kReadOnly});
+      return store::open_store(store_url_, {store::OpenMode::kReadOnly});
     } catch (const store::StoreError& e) {
       throw ApiError{503, e.what()};
     }
@@ -239,15 +239,9 @@ class Routes {
 
   std::string health(const httplib::Request& req) const {
     Args a(req.params, {});
-    open();
+    int version = open().schema_version;
     std::string s;
-    json::Writer(&s)
-        .begin_object()
-        .key("status")
-        .str("ok")
-        .key("schemaVersion")
-        .integer(store::kSchemaVersion)
-        .end_object();
+    json::Writer(&s).begin_object().key("status").str("ok").key("schemaVersion").integer(version).end_object();
     return s;
   }
 
@@ -462,7 +456,7 @@ class Routes {
   std::string compare(const httplib::Request& req) const;
 
  private:
-  std::string db_path_;
+  std::string store_url_;
 };
 
 // Spec sections 23 and 42: what differs between two runs, inputs marked
@@ -630,7 +624,7 @@ struct ApiServer::Impl {
   httplib::Server server;
   std::thread thread;
   int port = 0;
-  explicit Impl(ServeOptions o) : options(std::move(o)), routes(options.db_path) {}
+  explicit Impl(ServeOptions o) : options(std::move(o)), routes(options.store_url) {}
 };
 
 ApiServer::ApiServer(ServeOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
@@ -700,40 +694,6 @@ void ApiServer::stop() {
   if (!impl_->thread.joinable()) return;
   impl_->server.stop();
   impl_->thread.join();
-}
-
-int serve_until(const ServeOptions& options, const std::function<bool()>& should_stop) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(options.db_path, ec)) {
-    std::fprintf(stderr, "runlens serve: no store at %s (replay or run a pipeline with a timeline sink first)\n",
-                 options.db_path.c_str());
-    return 2;
-  }
-  try {
-    // Creates the store when missing and migrates an older one.
-    store::open_store(options.db_path);
-  } catch (const store::StoreError& e) {
-    std::fprintf(stderr, "runlens serve: %s\n", e.what());
-    return 1;
-  }
-  ApiServer server(options);
-  std::string error;
-  if (!server.start(&error)) {
-    std::fprintf(stderr, "runlens serve: %s\n", error.c_str());
-    return 2;
-  }
-  std::fprintf(stderr, "serving %s on http://%s:%d/v1/ until Ctrl-C\n", options.db_path.c_str(), options.host.c_str(),
-               server.port());
-  while (!should_stop()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  server.stop();
-  return 0;
-}
-
-std::string store_path_of(const runtime::PipelineSpec& spec) {
-  for (const auto& c : spec.components) {
-    if (c.type == "timeline" && c.params.has("db")) return c.params.get_string("db");
-  }
-  return {};
 }
 
 }  // namespace runlens::api

@@ -1,10 +1,10 @@
 // The query API over the store (docs/api.md): runs, ranks, timeline, steps,
 // alerts, run comparison and lineage, as JSON over HTTP (cpp-httplib).
-// `runlens serve --db FILE` serves a store; `runlens run --api-port N` serves
-// the store its pipeline is writing.
+// `runlens serve --store URL` serves a store; `runlens run --api-port N` serves
+// the store its pipeline is writing (the command line finds which).
 //
 // Each request opens its own read-only connection to the store, so requests
-// never wait for one another or for the writer (SQLite in WAL mode). Bad
+// never wait for one another or for the writer (store/store.h). Bad
 // parameters are answered 400 and unknown identifiers 404, both with a JSON
 // body {"error": ..., "status": ...}; nothing in a request becomes SQL text.
 #pragma once
@@ -13,12 +13,10 @@
 #include <memory>
 #include <string>
 
-#include "runtime/pipeline_spec.h"
-
 namespace runlens::api {
 
 struct ServeOptions {
-  std::string db_path;
+  std::string store_url;  // store/store.h: open_store()
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (port() tells which)
 };
@@ -40,12 +38,5 @@ class ApiServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Migrates the store if it needs it (a read-write open), then serves until
-// `should_stop` says so (polled every 100 ms). Returns the process exit code.
-int serve_until(const ServeOptions& options, const std::function<bool()>& should_stop);
-
-// The store a pipeline writes: the `db` of its first `timeline` sink, or empty.
-std::string store_path_of(const runtime::PipelineSpec& spec);
 
 }  // namespace runlens::api
