@@ -4,6 +4,8 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <regex>
 #include <thread>
@@ -59,6 +61,12 @@ std::vector<Route> route_table() {
 }
 
 }  // namespace
+
+bool HeaderNameLess::operator()(const std::string& a, const std::string& b) const {
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](unsigned char x, unsigned char y) {
+    return std::tolower(x) < std::tolower(y);
+  });
+}
 
 struct ApiServer::Impl {
   ServeOptions options;

@@ -25,12 +25,17 @@ struct ServeOptions {
   int port = 8080;  // 0: any free port (port() tells which)
 };
 
+// Header names compare without regard to case, as HTTP has it.
+struct HeaderNameLess {
+  bool operator()(const std::string& a, const std::string& b) const;
+};
+
 struct HttpRequest {
-  std::string method;                               // GET, POST, ...
-  std::string path;                                 // decoded, without the query
-  std::multimap<std::string, std::string> params;   // the query, decoded
-  std::multimap<std::string, std::string> headers;  // as sent (names as the client spelled them)
-  std::vector<std::string> matches;                 // the route's captures, [0] the whole path
+  std::string method;                                               // GET, POST, ...
+  std::string path;                                                 // decoded, without the query
+  std::multimap<std::string, std::string> params;                   // the query, decoded
+  std::multimap<std::string, std::string, HeaderNameLess> headers;  // as sent
+  std::vector<std::string> matches;                                 // the route's captures, [0] the whole path
 };
 
 struct HttpResponse {

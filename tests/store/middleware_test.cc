@@ -62,7 +62,7 @@ TEST_CASE("middleware: runs in order before every handler, may answer early, and
   CHECK(denied->get_header_value("X-Status-Seen") == "401");
   CHECK(denied->get_header_value("Content-Type") == "application/json");
 
-  auto ok = s.get("/v1/runs/straggle", {{"X-Token", "let-me-in"}});
+  auto ok = s.get("/v1/runs/straggle", {{"x-token", "let-me-in"}});  // header names in any case
   CHECK(ok->status == 200);
   CHECK(parse_json(ok->body).find("runId")->text == "straggle");
   CHECK(ok->get_header_value("X-Status-Seen") == "200");

@@ -194,3 +194,33 @@ TEST_CASE("store flags: --db, RUNLENS_DB and the sink's db still work, each with
   CHECK(runs_in(d + "/sink.db") == std::vector<std::string>{"golden-straggler"});
   std::filesystem::remove_all(d);
 }
+
+TEST_CASE("store flags: run --store URL --api-port serves the store the pipeline writes") {
+  std::string d = fresh_dir("store-run");
+  std::string url = "sqlite://" + d + "/live/store.db";
+  pid_t run = spawn({"run", "--out", d + "/out", "--threads", "2", "--store", url, "--api-port", "0", "--set",
+                     "RUNLENS_LISTEN=ipc://" + d + "/in.sock", "--set", "RUNLENS_PUBLISH=ipc://" + d + "/pub"},
+                    d + "/run.log");
+  int port = 0;
+  REQUIRE(wait_for([&] {
+    std::smatch m;
+    std::string log = read_file(d + "/run.log");
+    if (!std::regex_search(log, m, std::regex("query API on http://127\\.0\\.0\\.1:(\\d+)/v1/ \\(store (\\S+)\\)")))
+      return false;
+    CHECK(m[2] == url);
+    port = std::stoi(m[1]);
+    return std::filesystem::exists(d + "/live/store.db");
+  }));
+  httplib::Client client("127.0.0.1", port);
+  CHECK(wait_for([&] {
+    auto res = client.Get("/v1/health");
+    return res && res->status == 200;
+  }));
+  auto runs = client.Get("/v1/runs");
+  REQUIRE(runs);
+  CHECK(runs->body == "{\"runs\":[],\"count\":0}");
+  kill(run, SIGINT);
+  CHECK(wait_exit(run) == 0);
+  CHECK_FALSE(std::filesystem::exists(d + "/out/runlens.db"));
+  std::filesystem::remove_all(d);
+}
