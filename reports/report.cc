@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <map>
 #include <set>
 
@@ -452,31 +450,11 @@ std::string render_json(const Page& p) {
 
 std::optional<std::string> failure_page(const ReportOptions& o) {
   // Read-write so that an older store is migrated first (reading takes no write lock).
-  store::Store s = store::open_store(o.db_path);
+  store::Store s = store::open_store(o.store_url);
   auto run = s.graph->run(o.run_id);
   if (!run) return std::nullopt;
   Page p = build(s, *run, o);
   return o.json ? render_json(p) + "\n" : render_text(p);
-}
-
-int report_main(const ReportOptions& o) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(o.db_path, ec)) {
-    std::fprintf(stderr, "runlens report: no store at %s\n", o.db_path.c_str());
-    return 2;
-  }
-  try {
-    auto page = failure_page(o);
-    if (!page) {
-      std::fprintf(stderr, "runlens report: no run '%s' in %s\n", o.run_id.c_str(), o.db_path.c_str());
-      return 2;
-    }
-    std::fwrite(page->data(), 1, page->size(), stdout);
-    return 0;
-  } catch (const store::StoreError& e) {
-    std::fprintf(stderr, "runlens report: %s\n", e.what());
-    return 1;
-  }
 }
 
 }  // namespace runlens::report

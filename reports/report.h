@@ -11,7 +11,7 @@
 namespace runlens::report {
 
 struct ReportOptions {
-  std::string db_path;
+  std::string store_url;  // store/store.h: open_store()
   std::string run_id;
   bool json = false;     // --format json
   int64_t window = 100;  // steps before the failure searched for related events
@@ -19,8 +19,5 @@ struct ReportOptions {
 
 // The page as text or JSON; nullopt when the store has no such run. Throws store::StoreError.
 std::optional<std::string> failure_page(const ReportOptions& options);
-
-// `runlens report`: prints the page; returns the exit code (2 for an unknown run or store).
-int report_main(const ReportOptions& options);
 
 }  // namespace runlens::report

@@ -1,26 +1,63 @@
 // The query API over the store (docs/api.md): runs, ranks, timeline, steps,
 // alerts, run comparison and lineage, as JSON over HTTP (cpp-httplib).
-// `runlens serve --db FILE` serves a store; `runlens run --api-port N` serves
-// the store its pipeline is writing.
+// `runlens serve --store URL` serves a store; `runlens run --api-port N` serves
+// the store its pipeline is writing (the command line finds which).
 //
-// Each request opens its own read-only connection to the store, so requests
-// never wait for one another or for the writer (SQLite in WAL mode). Bad
-// parameters are answered 400 and unknown identifiers 404, both with a JSON
-// body {"error": ..., "status": ...}; nothing in a request becomes SQL text.
+// One file per resource (server/runs.cc, ranks.cc, ...); server/serve.cc holds
+// the route table and the middleware chain. Each request opens its own
+// read-only connection to the store, so requests never wait for one another
+// or for the writer (store/store.h). Bad parameters are answered 400 and
+// unknown identifiers 404, both with a JSON body {"error": ..., "status": ...};
+// nothing in a request becomes SQL text.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
-
-#include "runtime/pipeline_spec.h"
+#include <vector>
 
 namespace runlens::api {
 
 struct ServeOptions {
-  std::string db_path;
+  std::string store_url;  // store/store.h: open_store()
   std::string host = "127.0.0.1";
   int port = 8080;  // 0: any free port (port() tells which)
+};
+
+// Header names compare without regard to case, as HTTP has it.
+struct HeaderNameLess {
+  bool operator()(const std::string& a, const std::string& b) const;
+};
+
+struct HttpRequest {
+  std::string method;                                               // GET, POST, ...
+  std::string path;                                                 // decoded, without the query
+  std::multimap<std::string, std::string> params;                   // the query, decoded
+  std::multimap<std::string, std::string, HeaderNameLess> headers;  // as sent
+  std::vector<std::string> matches;                                 // the route's captures, [0] the whole path
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A middleware runs before the handler of every request (unknown routes
+// included), in the order they were added: it calls `next()` to pass the
+// request on (and may then look at or change the response), or answers itself
+// and returns without calling it. Errors get the JSON envelope
+// ({"error", "status"}; an HttpError keeps its status, anything else is a
+// 500): a handler's before the chain sees the answer, so every middleware
+// sees the final status; a middleware's own in place of the answer.
+using Middleware = std::function<void(const HttpRequest&, HttpResponse&, const std::function<void()>& next)>;
+
+// A request answered with an error status (400, 401, 404, ...) and a message.
+struct HttpError {
+  int status;
+  std::string message;
 };
 
 class ApiServer {
@@ -29,6 +66,10 @@ class ApiServer {
   ~ApiServer();  // stops
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
+
+  // Adds a middleware to the end of the chain (auth and tenants come here
+  // later). Before start() only.
+  void use(Middleware middleware);
 
   // Binds and serves on a background thread; false (and `error`) when the
   // address cannot be bound.
@@ -40,12 +81,5 @@ class ApiServer {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// Migrates the store if it needs it (a read-write open), then serves until
-// `should_stop` says so (polled every 100 ms). Returns the process exit code.
-int serve_until(const ServeOptions& options, const std::function<bool()>& should_stop);
-
-// The store a pipeline writes: the `db` of its first `timeline` sink, or empty.
-std::string store_path_of(const runtime::PipelineSpec& spec);
 
 }  // namespace runlens::api

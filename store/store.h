@@ -13,6 +13,10 @@
 //    (ClickHouse) can take these alone later: only open_store() changes.
 // Writers hand over whole batches, one transaction each; readers return plain
 // rows. No SQL and no database type appears outside the implementation.
+//
+// A store is named by a URL, SCHEME://LOCATION (docs/storage.md): the scheme
+// picks the backend (store/open_store.cc lists them, one line each; today
+// sqlite://, in store/sqlite/) and the backend reads the location.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +32,6 @@
 #include "schema/record.h"
 
 namespace runlens::store {
-
-// The schema version this build writes (store/sqlite/sqlite_schema.cc).
-constexpr int kSchemaVersion = 2;
 
 // A store that cannot be opened, migrated, read or written.
 class StoreError : public std::runtime_error {
@@ -314,21 +315,42 @@ class MetricRows {
 struct Store {
   std::unique_ptr<RunGraph> graph;
   std::unique_ptr<MetricRows> metrics;
+  int schema_version = 0;  // the backend's schema version of this store, as opened (GET /v1/health)
 };
 
 enum class OpenMode { kReadWrite, kReadOnly };
 
 struct OpenOptions {
   OpenMode mode = OpenMode::kReadWrite;
-  // Migrate up to this version only (tests build databases of older versions).
-  int target_version = kSchemaVersion;
 };
 
-// Opens (creating and migrating when read-write) the embedded SQLite store at
-// `db_path`. Throws StoreError.
-Store open_store(const std::string& db_path, const OpenOptions& options = {});
+// --- choosing a store by URL (store/open_store.cc) ------------------------------------
 
-// The schema version of an existing store file (0 when it has none). Throws StoreError.
-int schema_version(const std::string& db_path);
+// Opens the store `url` names: read-write creates and migrates it when needed,
+// read-only refuses a missing or unmigrated one. Throws StoreError, whose
+// message names the URL when the URL itself is wrong.
+Store open_store(const std::string& url, const OpenOptions& options = {});
+
+// Why `url` does not name a store this build can open (no scheme, an unknown
+// scheme, no path, ...), naming the URL; nullopt when it is well formed. Says
+// nothing of whether the store exists.
+std::optional<std::string> store_url_error(const std::string& url);
+
+// Whether the store `url` names exists (so a read-only open can find it).
+// Throws StoreError for a malformed URL.
+bool store_exists(const std::string& url);
+
+// The URL of the store held in the local file `path` when some backend
+// recognises the file as one of its stores, else nullopt: how `runlens report
+// INPUT` tells a store from telemetry without knowing file formats.
+std::optional<std::string> probe_store(const std::string& path);
+
+// The store a pipeline writes by default: runlens.db in its output directory
+// `dir` (sqlite://DIR/runlens.db).
+std::string default_store_url(const std::string& dir);
+
+// The URL of the store file at `path`, as the deprecated forms named it
+// (--db PATH, RUNLENS_DB=PATH, the timeline sink's `db`): sqlite://PATH.
+std::string store_url_of_file(const std::string& path);
 
 }  // namespace runlens::store

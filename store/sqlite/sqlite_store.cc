@@ -2,12 +2,16 @@
 // writer, so `runlens serve` can read while `runlens run` writes). Every
 // statement is a constant string with bound parameters, prepared once per
 // connection; no SQL is ever built from values.
+#include "store/sqlite/sqlite_store.h"
+
 #include <sqlite3.h>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <set>
@@ -22,6 +26,8 @@
 namespace runlens::store {
 
 namespace {
+
+using sqlite::kSchemaVersion;
 
 // --- a connection and its statements --------------------------------------------------
 
@@ -226,9 +232,15 @@ void migrate(Db& db, int target) {
   }
 }
 
-std::shared_ptr<Db> open_db(const std::string& path, const OpenOptions& o) {
-  auto db = std::make_shared<Db>(path, o.mode);
-  if (o.mode == OpenMode::kReadWrite) {
+std::shared_ptr<Db> open_db(const std::string& path, OpenMode mode, int target_version) {
+  if (mode == OpenMode::kReadWrite) {
+    // A new store's directory is made here (an error shows when opening).
+    auto parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  }
+  auto db = std::make_shared<Db>(path, mode);
+  if (mode == OpenMode::kReadWrite) {
     // WAL: one writer, many readers that never block on it. NORMAL sync is
     // durable across application crashes and cheap per commit.
     db->exec("PRAGMA journal_mode = WAL");
@@ -238,7 +250,7 @@ std::shared_ptr<Db> open_db(const std::string& path, const OpenOptions& o) {
     // (rollups, window summaries) are copied fewer times, and what is left for
     // the checkpoint at close (on the exit path of a replay) stays small.
     db->exec("PRAGMA wal_autocheckpoint = 4096");
-    migrate(*db, o.target_version);
+    migrate(*db, target_version);
   } else {
     int v = read_version(*db);
     if (v != kSchemaVersion) {
@@ -1480,17 +1492,55 @@ class SqliteMetricRows final : public MetricRows {
 
 }  // namespace
 
-Store open_store(const std::string& db_path, const OpenOptions& options) {
-  auto db = open_db(db_path, options);
+}  // namespace runlens::store
+
+namespace runlens::store::sqlite {
+
+namespace {
+
+std::optional<std::string> location_error(const std::string& path) {
+  if (path.empty()) return "no path";
+  if (path.find_first_of("?#") != std::string::npos) return "'?' and '#' are not allowed (sqlite URLs take no options)";
+  return std::nullopt;
+}
+
+Store open_location(const std::string& path, const OpenOptions& options) { return open(path, options.mode); }
+
+bool exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+// A file that starts as every SQLite database does.
+std::optional<std::string> probe(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
+  std::ifstream in(path, std::ios::binary);
+  char magic[16] = {};
+  in.read(magic, sizeof magic);
+  if (in.gcount() != sizeof magic || std::memcmp(magic, "SQLite format 3", sizeof magic) != 0) return std::nullopt;
+  return path;
+}
+
+const Backend kBackend{
+    "sqlite", "sqlite:///ABSOLUTE/PATH.db or sqlite://RELATIVE/PATH.db", location_error, open_location, exists, probe};
+
+}  // namespace
+
+const Backend& backend() { return kBackend; }
+
+Store open(const std::string& path, OpenMode mode, int target_version) {
+  auto db = open_db(path, mode, target_version);
   Store s;
   s.graph = std::make_unique<SqliteRunGraph>(db);
   s.metrics = std::make_unique<SqliteMetricRows>(db);
+  s.schema_version = read_version(*db);
   return s;
 }
 
-int schema_version(const std::string& db_path) {
-  Db db(db_path, OpenMode::kReadOnly);
+int schema_version(const std::string& path) {
+  Db db(path, OpenMode::kReadOnly);
   return read_version(db);
 }
 
-}  // namespace runlens::store
+}  // namespace runlens::store::sqlite

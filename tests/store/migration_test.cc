@@ -5,6 +5,7 @@
 #include <set>
 
 #include "store/sqlite/sqlite_schema.h"
+#include "store/sqlite/sqlite_store.h"
 #include "store/store.h"
 #include "tests/store/store_scenarios.h"
 
@@ -33,10 +34,10 @@ std::string schema_of(const std::string& db) {
 TEST_CASE("migration: a version-1 store opens at the current version with its rows kept and backfilled") {
   std::string dir = fresh_dir("migrate");
   std::string db = v1_store(dir);
-  REQUIRE(store::schema_version(db) == 1);
+  REQUIRE(store::sqlite::schema_version(db) == 1);
 
-  store::Store s = store::open_store(db);
-  CHECK(store::schema_version(db) == store::kSchemaVersion);
+  store::Store s = store::open_store(url_of(db));
+  CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
     CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n");
@@ -102,17 +103,17 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
 TEST_CASE("migration: version 1 built by today's code is the schema the frozen store was written with") {
   std::string dir = fresh_dir("schema-v1");
   std::string built = dir + "/built.db";
-  { store::open_store(built, {store::OpenMode::kReadWrite, 1}); }
-  CHECK(store::schema_version(built) == 1);
+  { store::sqlite::open(built, store::OpenMode::kReadWrite, 1); }
+  CHECK(store::sqlite::schema_version(built) == 1);
   CHECK(schema_of(built) == schema_of(v1_store(dir)));
   // Migrations are numbered 1, 2, ... with nothing skipped.
   int expected = 1;
   for (const auto& m : store::sqlite_migrations()) CHECK(m.version == expected++);
-  CHECK(store::sqlite_migrations().back().version == store::kSchemaVersion);
+  CHECK(store::sqlite_migrations().back().version == store::sqlite::kSchemaVersion);
   // A store migrated step by step has the schema of one made at once.
-  { store::open_store(built); }
+  { store::open_store(url_of(built)); }
   std::string fresh = dir + "/fresh.db";
-  { store::open_store(fresh); }
+  { store::open_store(url_of(fresh)); }
   CHECK(schema_of(built) == schema_of(fresh));
   std::filesystem::remove_all(dir);
 }
@@ -120,22 +121,23 @@ TEST_CASE("migration: version 1 built by today's code is the schema the frozen s
 TEST_CASE("migration: a newer store is refused, an older one is not read without migrating") {
   std::string dir = fresh_dir("schema-newer");
   std::string db = v1_store(dir);
-  CHECK_THROWS_WITH_AS(store::open_store(db, {store::OpenMode::kReadOnly}),
+  CHECK_THROWS_WITH_AS(store::open_store(url_of(db), {store::OpenMode::kReadOnly}),
                        doctest::Contains("open it read-write once to migrate"), store::StoreError);
-  { store::open_store(db); }
+  { store::open_store(url_of(db)); }
   {
     SqliteFile f(db);
     f.exec("INSERT INTO schema_version VALUES (99, 'from the future')");
   }
-  CHECK_THROWS_WITH_AS(store::open_store(db), doctest::Contains("newer than this runlens understands"),
+  CHECK_THROWS_WITH_AS(store::open_store(url_of(db)), doctest::Contains("newer than this runlens understands"),
                        store::StoreError);
-  CHECK_THROWS_AS(store::open_store(dir + "/missing/dir/x.db", {store::OpenMode::kReadOnly}), store::StoreError);
+  CHECK_THROWS_AS(store::open_store(url_of(dir + "/missing/dir/x.db"), {store::OpenMode::kReadOnly}),
+                  store::StoreError);
   std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("migration: the store is in WAL mode") {
   std::string dir = fresh_dir("wal");
-  { store::open_store(dir + "/w.db"); }
+  { store::open_store(url_of(dir + "/w.db")); }
   SqliteFile f(dir + "/w.db");
   CHECK(f.rows("PRAGMA journal_mode") == "wal\n");
   std::filesystem::remove_all(dir);

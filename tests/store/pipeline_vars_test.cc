@@ -1,12 +1,12 @@
 // ${VAR:-default} whose default uses another variable, as the shipped
-// pipeline writes the store path: ${RUNLENS_DB:-${RUNLENS_OUT:-out}/runlens.db}.
+// pipeline names its store: ${RUNLENS_STORE:-sqlite://${RUNLENS_OUT:-out}/runlens.db}.
 // (runtime/pipeline_spec.cc; these cases belong with tests/runtime's once
 // that directory settles.)
 #include <doctest/doctest.h>
 
+#include "cli/store_option.h"
 #include "engine/engine.h"
 #include "runtime/pipeline_spec.h"
-#include "server/serve.h"
 
 using namespace runlens;
 
@@ -27,11 +27,11 @@ std::string sub(const std::string& text, std::map<std::string, std::string> vars
 }  // namespace
 
 TEST_CASE("variables: a default may use another variable") {
-  const std::string store = "${RUNLENS_DB:-${RUNLENS_OUT:-out}/runlens.db}";
-  CHECK(sub(store, {}) == "out/runlens.db");
-  CHECK(sub(store, {{"RUNLENS_OUT", "/tmp/x"}}) == "/tmp/x/runlens.db");
-  CHECK(sub(store, {{"RUNLENS_OUT", "/tmp/x"}, {"RUNLENS_DB", "/data/all.db"}}) == "/data/all.db");
-  CHECK(sub(store, {{"RUNLENS_DB", ""}, {"RUNLENS_OUT", "o"}}) == "o/runlens.db");  // empty counts as unset
+  const std::string store = "${RUNLENS_STORE:-sqlite://${RUNLENS_OUT:-out}/runlens.db}";
+  CHECK(sub(store, {}) == "sqlite://out/runlens.db");
+  CHECK(sub(store, {{"RUNLENS_OUT", "/tmp/x"}}) == "sqlite:///tmp/x/runlens.db");
+  CHECK(sub(store, {{"RUNLENS_OUT", "/tmp/x"}, {"RUNLENS_STORE", "sqlite:///data/all.db"}}) == "sqlite:///data/all.db");
+  CHECK(sub(store, {{"RUNLENS_STORE", ""}, {"RUNLENS_OUT", "o"}}) == "sqlite://o/runlens.db");  // empty: unset
   CHECK(sub("a${X:-${Y:-${Z:-deep}}}b", {}) == "adeepb");
   CHECK(sub("${X:-$${Y}}", {}) == "${Y}");  // $$ stays a literal '$' in a default
   CHECK(sub("${X:-{braces}}", {}) == "{braces}");
@@ -44,9 +44,9 @@ TEST_CASE("variables: a default may use another variable") {
   CHECK(why.find("unterminated") != std::string::npos);
 }
 
-TEST_CASE("variables: the shipped pipeline keeps its store at RUNLENS_DB, else in RUNLENS_OUT") {
-  auto out_only = load_pipeline("", {{"RUNLENS_OUT", "/tmp/rl-out"}, {"RUNLENS_DB", ""}});
-  CHECK(api::store_path_of(out_only) == "/tmp/rl-out/runlens.db");
-  auto both = load_pipeline("", {{"RUNLENS_OUT", "/tmp/rl-out"}, {"RUNLENS_DB", "/tmp/shared.db"}});
-  CHECK(api::store_path_of(both) == "/tmp/shared.db");
+TEST_CASE("variables: the shipped pipeline keeps its store at RUNLENS_STORE, else in RUNLENS_OUT") {
+  auto out_only = load_pipeline("", {{"RUNLENS_OUT", "/tmp/rl-out"}, {"RUNLENS_STORE", ""}});
+  CHECK(cli::pipeline_store_url(out_only) == "sqlite:///tmp/rl-out/runlens.db");
+  auto both = load_pipeline("", {{"RUNLENS_OUT", "/tmp/rl-out"}, {"RUNLENS_STORE", "sqlite:///tmp/shared.db"}});
+  CHECK(cli::pipeline_store_url(both) == "sqlite:///tmp/shared.db");
 }

@@ -34,7 +34,7 @@ const std::string& undiagnosed_db() {
 }
 
 TEST_CASE("report: a run that failed with NaN, without a diagnosis") {
-  auto page = report::failure_page({undiagnosed_db(), "diverge"});
+  auto page = report::failure_page({url_of(undiagnosed_db()), "diverge"});
   REQUIRE(page);
   const std::string& t = *page;
   for (const char* part : {"TRAINING RUN diverge",
@@ -68,7 +68,7 @@ TEST_CASE("report: a run that failed with NaN, without a diagnosis") {
   lr = lr.substr(0, lr.find('\n'));
   CHECK(has(lr, "↑"));
 
-  auto json_page = report::failure_page({undiagnosed_db(), "diverge", true});
+  auto json_page = report::failure_page({url_of(undiagnosed_db()), "diverge", true});
   REQUIRE(json_page);
   auto v = parse_json(*json_page);
   CHECK(v.find("status")->text == "FAILED");
@@ -104,28 +104,28 @@ TEST_CASE("report: a diagnosis in the store gives the likely cause, owner and re
     sa.alert = d;
     jsonl::encode_alert(d, &sa.json);
     b.alerts.push_back(sa);
-    store::open_store(db).graph->write(b);
+    store::open_store(url_of(db)).graph->write(b);
   }
-  auto page = report::failure_page({db, "diverge"});
+  auto page = report::failure_page({url_of(db), "diverge"});
   REQUIRE(page);
   CHECK(has(*page, "LIKELY CAUSE\n────────────────────────────────────\nTraining instability. Owner: training."));
   CHECK(has(*page, "loss diverged after the learning rate rose 20x at step 150"));
   CHECK(has(*page, "150  learning rate x20"));
   CHECK(has(*page, "RECOMMENDATION\n────────────────────────────────────\nInspect the LR scheduler"));
-  auto v = parse_json(*report::failure_page({db, "diverge", true}));
+  auto v = parse_json(*report::failure_page({url_of(db), "diverge", true}));
   CHECK(v.find("likelyCause")->find("source")->text == "diagnosis");
   CHECK(v.find("likelyCause")->find("owner")->text == "training");
   std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("report: with the shipped pipeline, the diagnosis operator's cause is the likely cause") {
-  store::Store s = store::open_store(scenarios().db);
+  store::Store s = store::open_store(url_of(scenarios().db));
   store::AlertFilter f;
   f.run_id = "diverge";
   f.kind = "diagnosis";
   auto diagnoses = s.graph->alerts(f);
   if (diagnoses.empty()) return;  // a pipeline without a diagnosis operator: covered above
-  auto v = parse_json(*report::failure_page({scenarios().db, "diverge", true}));
+  auto v = parse_json(*report::failure_page({url_of(scenarios().db), "diverge", true}));
   const auto* cause = v.find("likelyCause");
   CHECK(cause->find("source")->text == "diagnosis");
   bool known = false;
@@ -135,25 +135,25 @@ TEST_CASE("report: with the shipped pipeline, the diagnosis operator's cause is 
 }
 
 TEST_CASE("report: a straggler run is an incident, with the straggler in the infrastructure summary") {
-  auto page = report::failure_page({scenarios().db, "straggle"});
+  auto page = report::failure_page({url_of(scenarios().db), "straggle"});
   REQUIRE(page);
   CHECK(has(*page, "STATUS\nCOMPLETED\nIncident:\nStraggler detected at step"));
   CHECK(has(*page, "Stragglers     rank 5 (gpu-node-1 GPU 1)"));
-  CHECK_FALSE(report::failure_page({scenarios().db, "no-such-run"}));
+  CHECK_FALSE(report::failure_page({url_of(scenarios().db), "no-such-run"}));
 }
 
 TEST_CASE("report and serve on the command line: exit codes and formats") {
-  const std::string& db = scenarios().db;
-  auto text = sh("report --db " + db + " --run diverge");
+  const std::string url = url_of(scenarios().db);
+  auto text = sh("report --store " + url + " --run diverge");
   CHECK(text.code == 0);
   CHECK(has(text.output, "NaN loss detected at step 160"));
-  auto json = sh("report --db " + db + " --run diverge --format json");
+  auto json = sh("report --store " + url + " --run diverge --format json");
   CHECK(json.code == 0);
   CHECK(parse_json(json.output).find("runId")->text == "diverge");
-  CHECK(sh("report --db " + db + " --run nope").code == 2);
-  CHECK(sh("report --db /nonexistent/runlens.db --run diverge").code == 2);
-  CHECK(sh("report --db " + db + " --run diverge --format yaml").code == 2);
-  auto serve = sh("serve --db /nonexistent/runlens.db --port 0");
+  CHECK(sh("report --store " + url + " --run nope").code == 2);
+  CHECK(sh("report --store sqlite:///nonexistent/runlens.db --run diverge").code == 2);
+  CHECK(sh("report --store " + url + " --run diverge --format yaml").code == 2);
+  auto serve = sh("serve --store sqlite:///nonexistent/runlens.db --port 0");
   CHECK(serve.code == 2);
-  CHECK(has(serve.output, "no store at /nonexistent/runlens.db"));
+  CHECK(has(serve.output, "no store at sqlite:///nonexistent/runlens.db"));
 }

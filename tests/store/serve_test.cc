@@ -17,7 +17,7 @@ using namespace runlens::testing;
 namespace {
 
 struct Api {
-  explicit Api(const std::string& db) : server(api::ServeOptions{db, "127.0.0.1", 0}) {
+  explicit Api(const std::string& db) : server(api::ServeOptions{url_of(db), "127.0.0.1", 0}) {
     std::string error;
     REQUIRE_MESSAGE(server.start(&error), error);
     client = std::make_unique<httplib::Client>("127.0.0.1", server.port());
@@ -314,13 +314,13 @@ TEST_CASE("a store that is not there is 503, and the API serves what a live writ
 
 TEST_CASE("a port already in use is a clear error: ApiServer::start is false, runlens serve exits 2") {
   Api taken(scenarios().db);
-  api::ApiServer second(api::ServeOptions{scenarios().db, "127.0.0.1", taken.server.port()});
+  api::ApiServer second(api::ServeOptions{url_of(scenarios().db), "127.0.0.1", taken.server.port()});
   std::string error;
   CHECK_FALSE(second.start(&error));
   CHECK(error.find("cannot listen on 127.0.0.1:" + std::to_string(taken.server.port())) != std::string::npos);
   // `timeout`: were the bind to succeed, serve would run until stopped.
-  std::string cmd = "timeout 20 " + std::string(RUNLENS_BINARY) + " serve --db " + scenarios().db + " --port " +
-                    std::to_string(taken.server.port()) + " > /dev/null 2>&1";
+  std::string cmd = "timeout 20 " + std::string(RUNLENS_BINARY) + " serve --store " + url_of(scenarios().db) +
+                    " --port " + std::to_string(taken.server.port()) + " > /dev/null 2>&1";
   int status = std::system(cmd.c_str());
   CHECK(WEXITSTATUS(status) == 2);
 }

@@ -19,6 +19,7 @@
 #include "engine/engine.h"
 #include "formats/json_reader.h"
 #include "formats/jsonl_codec.h"
+#include "store/store.h"
 #include "tests/pipelines/replay_run.h"
 
 namespace runlens::testing {
@@ -102,12 +103,15 @@ inline std::string store_pipeline(const std::string& dir, const std::string& sto
   return path;
 }
 
+// The store URL of the store file `db`.
+inline std::string url_of(const std::string& db) { return store::store_url_of_file(db); }
+
 // Replays `inputs` the way `runlens replay` does, into `out` (RUNLENS_OUT) and
-// the store `db` (RUNLENS_DB).
+// the store file `db` (RUNLENS_STORE).
 inline RunSummary replay_into(const std::vector<std::string>& inputs, const std::string& out, const std::string& db,
                               int threads = 2, const std::string& pipeline = "") {
   std::map<std::string, std::string> vars{
-      {"RUNLENS_OUT", out}, {"RUNLENS_DB", db}, {"RUNLENS_PUBLISH", "ipc://" + out + "/alerts.sock"}};
+      {"RUNLENS_OUT", out}, {"RUNLENS_STORE", url_of(db)}, {"RUNLENS_PUBLISH", "ipc://" + out + "/alerts.sock"}};
   std::filesystem::create_directories(out);
   auto spec = load_pipeline(pipeline, vars);
   spec.settings.overflow = runtime::OverflowPolicy::kBlock;

@@ -109,7 +109,7 @@ TEST_CASE("retention: GPU and node rollups per tier, pruned to each tier's reten
   std::string db = dir + "/runlens.db";
   replay_into({input}, dir + "/out", db, 2, store_pipeline(dir, "rollups: [10s:2m, 1m:1h]\nfailure_window_time: 1m"));
   SqliteFile f(db);
-  store::Store st = store::open_store(db);
+  store::Store st = store::open_store(url_of(db));
   const int64_t s10 = 10'000'000'000, m1 = 60'000'000'000;
   // The run spans ~10 minutes: the 10 s tier keeps its last 2 minutes, the 1 min tier all of it.
   auto tier = [&](int64_t res) {
@@ -162,7 +162,7 @@ TEST_CASE("rollups are the same whatever the commit cadence, and blocks written 
   std::string input = write_jsonl(dir + "/in.jsonl", rows);
   const std::string tiers = "rollups: [10s:1h, 1m:1h]\n";
   auto rollups = [&](const std::string& db) {
-    store::Store st = store::open_store(db);
+    store::Store st = store::open_store(url_of(db));
     std::string out;
     for (int64_t res : {10'000'000'000ll, 60'000'000'000ll}) {
       for (const auto& r : st.metrics->gpu_rollups({}, res, INT64_MIN, INT64_MAX)) {

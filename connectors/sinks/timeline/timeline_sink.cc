@@ -140,13 +140,13 @@ class TimelineSink final : public Operator {
  public:
   explicit TimelineSink(const TimelineSinkOptions& o) : o_(o) {
     std::error_code ec;
-    for (const std::string& p : {o_.db_path, o_.timeline_path}) {
+    for (const std::string& p : {o_.timeline_path}) {
       auto parent = std::filesystem::path(p).parent_path();
       if (!p.empty() && !parent.empty()) std::filesystem::create_directories(parent, ec);
     }
     try {
-      store_ = store::open_store(o_.db_path);   // the writer's connection (migrates)
-      reader_ = store::open_store(o_.db_path);  // this thread's, for runs stored before
+      store_ = store::open_store(o_.store_url);   // the writer's connection (migrates)
+      reader_ = store::open_store(o_.store_url);  // this thread's, for runs stored before
     } catch (const store::StoreError& e) {
       throw runtime::ConfigError({runtime::Diagnostic{{}, "", e.what()}});
     }
@@ -1059,7 +1059,7 @@ class TimelineSinkDef final : public OperatorDef {
   std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
     return std::make_unique<TimelineSink>(o_);
   }
-  std::string describe() const override { return "db=" + o_.db_path; }
+  std::string describe() const override { return "store=" + o_.store_url; }
 
  private:
   TimelineSinkOptions o_;
@@ -1084,10 +1084,16 @@ void RegisterTimelineSink(Registry& registry) {
       "window; otherwise per-rank window summaries and GPU/node rollups. See docs/storage.md.";
   const TimelineSinkOptions defaults;  // each default is written once, in TimelineSinkOptions
   info.params = {
+      {.name = "store",
+       .type = runtime::ParamType::kString,
+       .default_value = "${RUNLENS_STORE:-sqlite://${RUNLENS_OUT:-out}/runlens.db}",
+       .doc = "The store's URL, e.g. sqlite:///ABSOLUTE/PATH.db or sqlite://RELATIVE/PATH.db (docs/storage.md); "
+              "created and migrated when needed; several replays may fill one store."},
       {.name = "db",
        .type = runtime::ParamType::kString,
-       .default_value = "${RUNLENS_DB:-${RUNLENS_OUT:-out}/runlens.db}",
-       .doc = "The store file (created and migrated when needed; several replays may fill one store)."},
+       .default_value = "",
+       .doc = "Deprecated, goes away in the next release: the store file's path; use store: sqlite://PATH. When set, "
+              "it is used instead of store."},
       {.name = "timeline_path",
        .type = runtime::ParamType::kString,
        .default_value = "${RUNLENS_OUT:-out}/timeline.jsonl",
@@ -1139,8 +1145,16 @@ void RegisterTimelineSink(Registry& registry) {
                  mask(Kind::kStepStats) | mask(Kind::kAlert);
   registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {
     TimelineSinkOptions o;
-    o.db_path = ctx.params->get_string("db");
-    if (o.db_path.empty()) ctx.fail("db", "db must not be empty");
+    o.store_url = ctx.params->get_string("store");
+    if (const std::string& db = ctx.params->get_string("db"); !db.empty()) {
+      o.store_url = store::store_url_of_file(db);
+      std::fprintf(
+          stderr,
+          "runlens: %s: timeline parameter 'db' is deprecated and goes away in the next release; use store: %s\n",
+          ctx.params->where("db").str().c_str(), o.store_url.c_str());
+    }
+    if (auto why = store::store_url_error(o.store_url))
+      ctx.fail(ctx.params->get_string("db").empty() ? "store" : "db", *why);
     o.timeline_path = ctx.params->get_string("timeline_path");
     o.failure_window_steps = ctx.params->get_int("failure_window_steps");
     o.failure_window_ns = ctx.params->get_duration_ns("failure_window_time");

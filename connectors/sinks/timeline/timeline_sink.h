@@ -30,7 +30,7 @@
 namespace runlens::connectors {
 
 struct TimelineSinkOptions {
-  std::string db_path;
+  std::string store_url;      // store/store.h: open_store()
   std::string timeline_path;  // empty: no JSONL copy
   int64_t failure_window_steps = 50;
   int64_t failure_window_ns = 600'000'000'000;  // 10 minutes

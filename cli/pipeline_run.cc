@@ -1,0 +1,74 @@
+#include "cli/pipeline_run.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/store_option.h"
+
+namespace runlens::cli {
+
+namespace {
+
+void print_summary(const RunSummary& s, bool replay) {
+  std::fprintf(stderr, "%s", runtime::format_counters(s.counters).c_str());
+  double rate = s.seconds > 0 ? static_cast<double>(s.source_rows) / s.seconds : 0;
+  std::fprintf(stderr, "%s %llu events in %.3f s (%.0f events/s)", replay ? "replayed" : "processed",
+               static_cast<unsigned long long>(s.source_rows), s.seconds, rate);
+  if (s.dead_letters) {
+    std::fprintf(stderr, "; %llu dead letters in %s", static_cast<unsigned long long>(s.dead_letters),
+                 s.dead_letter_path.c_str());
+  }
+  std::fprintf(stderr, "\n");
+}
+
+}  // namespace
+
+void add_pipeline_flags(CLI::App* sub, PipelineFlags* flags) {
+  sub->add_option("--pipeline", flags->pipeline,
+                  "Pipeline file (default: the embedded pipelines/training-health.yaml)");
+  sub->add_option("--out", flags->out_dir, "Output directory; sets RUNLENS_OUT")->capture_default_str();
+  add_pipeline_store_option(sub, &flags->store);
+  sub->add_option("--threads", flags->threads, "Worker threads (default: all cores)");
+  sub->add_option("--set", flags->sets, "Set a pipeline variable, KEY=VALUE (repeatable)");
+}
+
+runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const PipelineFlags& flags,
+                                            const std::map<std::string, std::string>& extra) {
+  auto vars = parse_sets(flags.sets);
+  vars["RUNLENS_OUT"] = flags.out_dir;
+  for (const auto& [k, v] : extra) vars[k] = v;
+  set_store_variable(command, flags.store, &vars);
+  return load_pipeline(flags.pipeline, vars);
+}
+
+int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool replay, bool quiet, bool strict) {
+  Engine engine(std::move(spec), options);
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done.load()) {
+      if (stop_requested()) {
+        engine.stop();
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  RunSummary summary;
+  try {
+    summary = engine.run();
+  } catch (...) {
+    done.store(true);
+    watcher.join();
+    throw;
+  }
+  done.store(true);
+  watcher.join();
+  if (!quiet) print_summary(summary, replay);
+  if (strict && summary.dead_letters > 0) return kExitDeadLetters;
+  return kExitOk;
+}
+
+}  // namespace runlens::cli

@@ -1,0 +1,35 @@
+// What `replay` and `run` share: the flags that load a pipeline, and running
+// the engine until the input ends or a signal stops it.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+
+namespace runlens::cli {
+
+struct PipelineFlags {
+  std::string pipeline;  // empty: the embedded default
+  std::string out_dir = "out";
+  std::string store;  // --store URL
+  int threads = 0;
+  std::vector<std::string> sets;
+};
+
+// --pipeline, --out, --store, --threads, --set.
+void add_pipeline_flags(CLI::App* sub, PipelineFlags* flags);
+
+// Loads the pipeline with its variables: --set, then RUNLENS_OUT (--out),
+// RUNLENS_STORE (cli/store_option.h) and `extra`.
+runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const PipelineFlags& flags,
+                                            const std::map<std::string, std::string>& extra = {});
+
+// Runs `spec` until the input ends or stop_requested(); prints the counters
+// unless `quiet`. Returns the exit code (kExitDeadLetters when `strict` and
+// there were dead letters).
+int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool replay, bool quiet, bool strict);
+
+}  // namespace runlens::cli
