@@ -27,7 +27,7 @@ class CommBottleneck final : public Operator {
   explicit CommBottleneck(const CommBottleneckOptions& o) : o_(o) {}
 
   void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart");
+    static const Symbol kRestart = Symbol::intern(event_kind::kRestart);
     switch (r.kind()) {
       case Kind::kStepRecord:
         on_step(r, out);
@@ -75,7 +75,7 @@ class CommBottleneck final : public Operator {
     if (!st.incident.observe(rec.step, hit)) return;
     int64_t onset = st.incident.onset();
     Alert a;
-    a.kind = "comm_bottleneck";
+    a.kind = alert_kind::kCommBottleneck;
     a.severity = Severity::kWarning;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
@@ -96,7 +96,7 @@ class CommBottleneck final : public Operator {
       a.attrs.push_back({"collective_latency_ms", mean});
       a.summary += "; mean collective latency " + fmt_num(mean) + " ms";
     }
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    a.alert_id = make_alert_id(a, onset);
     out.emit(alert_record(std::move(a)));
   }
 

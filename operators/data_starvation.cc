@@ -29,7 +29,7 @@ class DataStarvation final : public Operator {
   explicit DataStarvation(const DataStarvationOptions& o) : o_(o) {}
 
   void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart");
+    static const Symbol kRestart = Symbol::intern(event_kind::kRestart);
     switch (r.kind()) {
       case Kind::kStepRecord:
         on_step(r, out);
@@ -100,7 +100,7 @@ class DataStarvation final : public Operator {
     }
     int64_t onset = st.incident.onset();
     Alert a;
-    a.kind = "data_starvation";
+    a.kind = alert_kind::kDataStarvation;
     a.severity = Severity::kWarning;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
@@ -121,7 +121,7 @@ class DataStarvation final : public Operator {
                {"starved_ranks", static_cast<double>(ranks.size())},
                {"onset_step", static_cast<double>(onset)}};
     describe_storage(st, worst->rank, a);
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    a.alert_id = make_alert_id(a, onset);
     out.emit(alert_record(std::move(a)));
   }
 

@@ -83,7 +83,7 @@ class HostBottleneck final : public Operator {
       }
       if (!opened) continue;
       Alert a;
-      a.kind = "host_bottleneck";
+      a.kind = alert_kind::kHostBottleneck;
       a.severity = Severity::kWarning;
       a.time_ns = r.time_ns;
       a.tenant = r.tenant;
@@ -103,7 +103,7 @@ class HostBottleneck final : public Operator {
                  {"worst_data_wait_ratio", worst},
                  {"node_ranks", static_cast<double>(n)},
                  {"onset_step", static_cast<double>(onset)}};
-      a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+      a.alert_id = make_alert_id(a, onset);
       out.emit(alert_record(std::move(a)));
     }
   }

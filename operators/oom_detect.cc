@@ -36,7 +36,7 @@ class OomDetect final : public Operator {
   explicit OomDetect(const OomDetectOptions& o) : o_(o) {}
 
   void process(const Record& r, Emitter& out) override {
-    static const Symbol kOom = Symbol::intern("oom"), kRestart = Symbol::intern("restart");
+    static const Symbol kOom = Symbol::intern(event_kind::kOom), kRestart = Symbol::intern(event_kind::kRestart);
     switch (r.kind()) {
       case Kind::kRunStart:
         runs_[r.run_start().run_id].info = RunInfo::from(r.run_start());
@@ -103,7 +103,7 @@ class OomDetect final : public Operator {
     if (rank && step && !st.raised.insert({*rank, *step}).second) return;
 
     Alert a;
-    a.kind = "oom";
+    a.kind = alert_kind::kOom;
     a.severity = Severity::kCritical;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
@@ -161,7 +161,7 @@ class OomDetect final : public Operator {
     if (!shard.empty()) facts.push_back("dataset shard " + shard.string());
     for (size_t i = 0; i < facts.size(); ++i) a.summary += (i ? ", " : ": ") + facts[i];
     if (!e.message.empty()) a.summary += " (" + e.message + ")";
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, step ? *step : r.time_ns);
+    a.alert_id = make_alert_id(a, step ? *step : r.time_ns);
     out.emit(alert_record(std::move(a)));
   }
 

@@ -104,7 +104,7 @@ class StepStatsOp final : public Operator {
 
   void process(const Record& r, Emitter& out) override {
     fire_until(r.time_ns, out);
-    static const Symbol kRestart = Symbol::intern("restart");
+    static const Symbol kRestart = Symbol::intern(event_kind::kRestart);
     switch (r.kind()) {
       case Kind::kStepRecord:
         on_step(r, out);

@@ -47,7 +47,8 @@ class ThroughputRegression final : public Operator {
   explicit ThroughputRegression(const ThroughputRegressionOptions& o) : o_(o) {}
 
   void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart"), kConfig = Symbol::intern("config_change");
+    static const Symbol kRestart = Symbol::intern(event_kind::kRestart),
+                        kConfig = Symbol::intern(event_kind::kConfigChange);
     switch (r.kind()) {
       case Kind::kStepStats:
         on_stats(r, out);
@@ -143,7 +144,7 @@ class ThroughputRegression final : public Operator {
     return true;
   }
 
-  Alert base(const Record& r, const StepStats& s, const char* kind, int64_t onset) {
+  Alert base(const Record& r, const StepStats& s, std::string_view kind, int64_t onset) {
     Alert a;
     a.kind = kind;
     a.severity = Severity::kWarning;
@@ -151,7 +152,7 @@ class ThroughputRegression final : public Operator {
     a.tenant = r.tenant;
     a.run_id = s.run_id;
     a.step = s.step;
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    a.alert_id = make_alert_id(a, onset);
     return a;
   }
 
@@ -165,7 +166,7 @@ class ThroughputRegression final : public Operator {
   }
 
   Alert throughput_alert(const Record& r, const StepStats& s, const RunState& st, const Judgement& j) {
-    Alert a = base(r, s, "throughput_drop", j.onset);
+    Alert a = base(r, s, alert_kind::kThroughputDrop, j.onset);
     a.value = j.current;
     a.threshold = (1 - o_.throughput_drop) * j.baseline;
     double per_gpu = st.reported > 0 ? j.current / st.reported : NAN;
@@ -180,7 +181,7 @@ class ThroughputRegression final : public Operator {
   }
 
   Alert mfu_alert(const Record& r, const StepStats& s, const RunState& st, const Judgement& j) {
-    Alert a = base(r, s, "mfu_drop", j.onset);
+    Alert a = base(r, s, alert_kind::kMfuDrop, j.onset);
     a.value = j.current;
     a.threshold = (1 - o_.mfu_drop) * j.baseline;
     a.summary = "MFU DROP: MFU of compute (median rank's work time) " + fmt_num(100 * j.current, "%.1f") +

@@ -16,6 +16,7 @@
 
 #include "formats/json_reader.h"
 #include "formats/json_writer.h"
+#include "schema/vocabulary.h"
 #include "store/store.h"
 
 namespace runlens::api {
@@ -575,12 +576,14 @@ std::string Routes::compare(const httplib::Request& req) const {
 
   // LR and config changes inside each run (a scheduler change shows here, not in the config).
   w.key("lrChanges").begin_object();
-  std::vector<std::string> training_kinds = {"nan_loss", "loss_spike", "grad_spike", "diagnosis"};
+  std::vector<std::string_view> training_kinds = {alert_kind::kNanLoss, alert_kind::kLossSpike, alert_kind::kGradSpike,
+                                                  alert_kind::kDiagnosis};
   int64_t infra_alerts = 0;
   for (auto [key, row] : {std::pair<const char*, const store::RunRow*>{"left", &L}, {"right", &R}}) {
     w.key(key).begin_array();
     for (const auto& e : s.graph->timeline(row->run_id, {}, 100000)) {
-      if (e.kind == "lr_change" || (e.kind == "config_change" && e.summary.find(": lr ") != std::string::npos)) {
+      if (e.kind == "lr_change" ||
+          (e.kind == event_kind::kConfigChange && e.summary.find(": lr ") != std::string::npos)) {
         timeline_entry(w, e);
         lr_changed = true;
       }
