@@ -23,6 +23,7 @@
 #include "formats/recording.h"
 #include "reports/report.h"
 #include "runtime/params.h"
+#include "schema/vocabulary.h"
 #include "server/serve.h"
 
 using namespace runlens;
@@ -275,6 +276,9 @@ int main(int argc, char** argv) {
   operators->add_flag("--markdown", markdown, "Print docs/operators.md");
   bool contract = false;
   operators->add_flag("--contract", contract, "Print the telemetry contract's field table (docs/telemetry.md)");
+  bool vocabulary = false;
+  operators->add_flag("--vocabulary", vocabulary,
+                      "Print the vocabulary's tables: kinds, causes, owners (docs/alerts.md)");
 
   // convert
   std::string conv_in, conv_out;
@@ -444,9 +448,10 @@ int main(int argc, char** argv) {
       return kExitOk;
     }
     if (*operators) {
-      std::printf("%s", contract   ? contract_markdown().c_str()
-                        : markdown ? operators_markdown().c_str()
-                                   : operators_text().c_str());
+      std::printf("%s", contract     ? contract_markdown().c_str()
+                        : vocabulary ? vocabulary_markdown().c_str()
+                        : markdown   ? operators_markdown().c_str()
+                                     : operators_text().c_str());
       return kExitOk;
     }
     if (*conv) return convert(conv_in, conv_out);
