@@ -72,7 +72,7 @@ void trim(Ring& ring, int64_t now, int64_t history) {
 int64_t increase(int64_t previous, int64_t current) { return current >= previous ? current - previous : current; }
 
 bool enriches(const AsofJoinOptions& o, const Alert& a) {
-  if (a.kind == "diagnosis") return false;
+  if (a.kind == alert_kind::kDiagnosis) return false;
   return o.kinds.empty() || std::find(o.kinds.begin(), o.kinds.end(), a.kind) != o.kinds.end();
 }
 

@@ -85,7 +85,7 @@ class CheckpointHealth final : public PerRunOperator<CheckpointHealth, RunState>
     if (st.slow++ == 0) st.slow_onset_step = step;
     if (st.slow < o_.persist_k || st.overhead_raised) return;
     st.overhead_raised = true;
-    Alert a = base(r, c, "checkpoint_overhead", Severity::kWarning, step);
+    Alert a = base(r, c, alert_kind::kCheckpointOverhead, Severity::kWarning, step);
     a.value = overhead;
     a.threshold = o_.overhead_threshold;
     a.summary = "CHECKPOINT OVERHEAD: checkpoint " + c.checkpoint_id.string() + " took " +
@@ -97,12 +97,12 @@ class CheckpointHealth final : public PerRunOperator<CheckpointHealth, RunState>
     if (c.has(Checkpoint::F::size_bytes)) a.attrs.push_back({"size_bytes", static_cast<double>(c.size_bytes)});
     if (c.has(Checkpoint::F::upload_ms)) a.attrs.push_back({"upload_ms", c.upload_ms});
     a.attrs.push_back({"onset_step", static_cast<double>(st.slow_onset_step)});
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, st.slow_onset_step);
+    a.alert_id = make_alert_id(a, st.slow_onset_step);
     out.emit(alert_record(std::move(a)));
   }
 
   Alert failure_alert(const Record& r, const Checkpoint& c, const RunState& st, int64_t step) {
-    Alert a = base(r, c, "checkpoint_failure", Severity::kWarning, step);
+    Alert a = base(r, c, alert_kind::kCheckpointFailure, Severity::kWarning, step);
     a.summary = "CHECKPOINT FAILED: checkpoint " + c.checkpoint_id.string() +
                 (step >= 0 ? " at step " + std::to_string(step) : std::string()) + " did not complete";
     if (!c.uri.empty()) a.summary += " (" + c.uri + ")";
@@ -116,11 +116,11 @@ class CheckpointHealth final : public PerRunOperator<CheckpointHealth, RunState>
       a.summary += "; the run has no successful checkpoint yet";
     }
     a.attrs.push_back({"failures_in_a_row", static_cast<double>(st.failures)});
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, step >= 0 ? step : r.time_ns);
+    a.alert_id = make_alert_id(a, step >= 0 ? step : r.time_ns);
     return a;
   }
 
-  static Alert base(const Record& r, const Checkpoint& c, const char* kind, Severity sev, int64_t step) {
+  static Alert base(const Record& r, const Checkpoint& c, std::string_view kind, Severity sev, int64_t step) {
     Alert a;
     a.kind = kind;
     a.severity = sev;

@@ -86,7 +86,7 @@ class CommBottleneck final : public PerRunOperator<CommBottleneck, RunState> {
     if (!st.incident.observe(rec.step, hit)) return;
     int64_t onset = st.incident.onset();
     Alert a;
-    a.kind = "comm_bottleneck";
+    a.kind = alert_kind::kCommBottleneck;
     a.severity = Severity::kWarning;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
@@ -107,7 +107,7 @@ class CommBottleneck final : public PerRunOperator<CommBottleneck, RunState> {
       a.attrs.push_back({"collective_latency_ms", mean});
       a.summary += "; mean collective latency " + fmt_num(mean) + " ms";
     }
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    a.alert_id = make_alert_id(a, onset);
     out.emit(alert_record(std::move(a)));
   }
 

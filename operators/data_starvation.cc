@@ -111,7 +111,7 @@ class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
     }
     int64_t onset = st.incident.onset();
     Alert a;
-    a.kind = "data_starvation";
+    a.kind = alert_kind::kDataStarvation;
     a.severity = Severity::kWarning;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
@@ -132,7 +132,7 @@ class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
                {"starved_ranks", static_cast<double>(ranks.size())},
                {"onset_step", static_cast<double>(onset)}};
     describe_storage(st, worst->rank, a);
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    a.alert_id = make_alert_id(a, onset);
     out.emit(alert_record(std::move(a)));
   }
 

@@ -182,7 +182,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     bool pressure = std::isfinite(headroom) && headroom < o_.min_headroom;
 
     if (st.thermal.observe(seq, thermal, r.time_ns)) {
-      Alert a = base_alert("thermal_throttle", Severity::kWarning, r, g.node, g.gpu, st.thermal.onset_tag());
+      Alert a = base_alert(alert_kind::kThermalThrottle, Severity::kWarning, r, g.node, g.gpu, st.thermal.onset_tag());
       std::string why = (tr & kThrottleHwThermal)   ? "hardware thermal slowdown"
                         : (tr & kThrottleSwThermal) ? "software thermal slowdown"
                                                     : "temperature at or above " + fmt_num(o_.temp_threshold_c) + " C";
@@ -194,7 +194,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       out.emit(alert_record(std::move(a)));
     }
     if (st.power.observe(seq, power, r.time_ns)) {
-      Alert a = base_alert("power_throttle", Severity::kWarning, r, g.node, g.gpu, st.power.onset_tag());
+      Alert a = base_alert(alert_kind::kPowerThrottle, Severity::kWarning, r, g.node, g.gpu, st.power.onset_tag());
       std::string why = (tr & kThrottleHwPowerBrake) ? "hardware power brake"
                         : (tr & kThrottleHwSlowdown) ? "hardware slowdown without a thermal reason"
                                                      : "power cap holding the clock down";
@@ -206,7 +206,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       out.emit(alert_record(std::move(a)));
     }
     if (st.clock.observe(seq, clock_low, r.time_ns)) {
-      Alert a = base_alert("clock_low", Severity::kWarning, r, g.node, g.gpu, st.clock.onset_tag());
+      Alert a = base_alert(alert_kind::kClockLow, Severity::kWarning, r, g.node, g.gpu, st.clock.onset_tag());
       a.value = g.sm_clock_mhz;
       a.threshold = (1 - o_.clock_drop) * base;
       a.summary = "GPU CLOCK LOW: " + who(a) + " runs at " + fmt_num(g.sm_clock_mhz) + " MHz against its recent " +
@@ -215,7 +215,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       out.emit(alert_record(std::move(a)));
     }
     if (st.memory.observe(seq, pressure, r.time_ns)) {
-      Alert a = base_alert("memory_pressure", Severity::kWarning, r, g.node, g.gpu, st.memory.onset_tag());
+      Alert a = base_alert(alert_kind::kMemoryPressure, Severity::kWarning, r, g.node, g.gpu, st.memory.onset_tag());
       a.value = headroom;
       a.threshold = o_.min_headroom;
       const char* what = g.has(Gpu::F::mem_used_bytes) ? "" : " (reserved by the rank's allocator)";
@@ -232,16 +232,16 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       if (g.xid != 0 && g.xid != st.last_xid) raise_xid(st, r, g.node, g.gpu, g.xid, "", out);
       st.last_xid = g.xid;
     }
-    counter(st.dbe, g.has(Gpu::F::ecc_dbe_total), g.ecc_dbe_total, o_.ecc_dbe_min_increase, "ecc_uncorrected",
+    counter(st.dbe, g.has(Gpu::F::ecc_dbe_total), g.ecc_dbe_total, o_.ecc_dbe_min_increase, alert_kind::kEccUncorrected,
             Severity::kCritical, "UNCORRECTED ECC ERRORS", "ecc_dbe_total", r, g, out);
     counter(st.nvlink, g.has(Gpu::F::nvlink_errors_total), g.nvlink_errors_total, o_.nvlink_min_increase,
-            "nvlink_error", Severity::kWarning, "NVLINK ERRORS", "nvlink_errors_total", r, g, out);
-    counter(st.pcie, g.has(Gpu::F::pcie_replay_total), g.pcie_replay_total, o_.pcie_replay_min_increase, "pcie_replay",
-            Severity::kWarning, "PCIE REPLAYS", "pcie_replay_total", r, g, out);
+            alert_kind::kNvlinkError, Severity::kWarning, "NVLINK ERRORS", "nvlink_errors_total", r, g, out);
+    counter(st.pcie, g.has(Gpu::F::pcie_replay_total), g.pcie_replay_total, o_.pcie_replay_min_increase,
+            alert_kind::kPcieReplay, Severity::kWarning, "PCIE REPLAYS", "pcie_replay_total", r, g, out);
   }
 
   void on_event(const Record& r, Emitter& out) {
-    static const Symbol kXid = Symbol::intern("xid");
+    static const Symbol kXid = Symbol::intern(event_kind::kXid);
     const Occurrence& e = r.as<Occurrence>();
     if (e.kind != kXid) return;
     Symbol node = e.node;
@@ -273,7 +273,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     bool repeat = seen != st.xid_seen.end() && r.time_ns - seen->second < o_.xid_dedupe_ns;
     st.xid_seen[code] = r.time_ns;
     if (repeat) return;
-    Alert a = base_alert("xid_error", Severity::kCritical, r, node, gpu, r.time_ns);
+    Alert a = base_alert(alert_kind::kXidError, Severity::kCritical, r, node, gpu, r.time_ns);
     a.value = static_cast<double>(code);
     std::string what = code ? "XID " + std::to_string(code) : std::string("an XID error");
     if (const char* m = xid_meaning(code)) what += " (" + std::string(m) + ")";
@@ -282,7 +282,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     out.emit(alert_record(std::move(a)));
   }
 
-  void counter(CounterState& c, bool present, int64_t total, int64_t min_increase, const char* kind, Severity sev,
+  void counter(CounterState& c, bool present, int64_t total, int64_t min_increase, std::string_view kind, Severity sev,
                const char* headline, const char* field, const Record& r, const Gpu& g, Emitter& out) {
     if (!present) return;
     if (!c.known) {
@@ -311,7 +311,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
   }
 
   // An alert located on a GPU, with the run, rank and current step placed on it.
-  Alert base_alert(const char* kind, Severity sev, const Record& r, Symbol node, int32_t gpu, int64_t onset_time) {
+  Alert base_alert(std::string_view kind, Severity sev, const Record& r, Symbol node, int32_t gpu, int64_t onset_time) {
     Alert a;
     a.kind = kind;
     a.severity = sev;
@@ -332,7 +332,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       if (!a.rank && e.has(Occurrence::F::rank)) a.rank = e.rank;
       if (e.has(Occurrence::F::step)) a.step = e.step;
     }
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset_time);
+    a.alert_id = make_alert_id(a, onset_time);
     return a;
   }
 
@@ -379,7 +379,7 @@ class GpuHealthDef final : public OperatorDef {
   explicit GpuHealthDef(GpuHealthOptions o) : o_(o) {}
   bool partitioned() const override { return true; }
   std::optional<uint64_t> key(const Record& r) const override {
-    static const Symbol kXid = Symbol::intern("xid");
+    static const Symbol kXid = Symbol::intern(event_kind::kXid);
     switch (r.kind()) {
       case Kind::kGpu:
         return node_key(r.as<Gpu>().node);

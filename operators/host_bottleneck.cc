@@ -93,7 +93,7 @@ class HostBottleneck final : public runtime::state::Snapshottable<Record, HostBo
       }
       if (!opened) continue;
       Alert a;
-      a.kind = "host_bottleneck";
+      a.kind = alert_kind::kHostBottleneck;
       a.severity = Severity::kWarning;
       a.time_ns = r.time_ns;
       a.tenant = r.tenant;
@@ -113,7 +113,7 @@ class HostBottleneck final : public runtime::state::Snapshottable<Record, HostBo
                  {"worst_data_wait_ratio", worst},
                  {"node_ranks", static_cast<double>(n)},
                  {"onset_step", static_cast<double>(onset)}};
-      a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+      a.alert_id = make_alert_id(a, onset);
       out.emit(alert_record(std::move(a)));
     }
   }

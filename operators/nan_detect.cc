@@ -1,28 +1,19 @@
 #include "operators/nan_detect.h"
 
 #include <cmath>
-#include <cstdio>
 #include <unordered_map>
 
+#include "operators/placement.h"
 #include "operators/run_state.h"
 
 namespace runlens::ops {
 
-namespace {
-std::string num(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-}  // namespace
-
 std::string nan_reason(const Train& t) {
   std::string why;
   auto add = [&](const std::string& s) { why += (why.empty() ? "" : ", ") + s; };
-  if (t.has(Train::F::loss) && !std::isfinite(t.loss)) add("loss=" + num(t.loss));
-  if (t.has(Train::F::grad_norm) && !std::isfinite(t.grad_norm)) add("grad_norm=" + num(t.grad_norm));
+  if (t.has(Train::F::loss) && !std::isfinite(t.loss)) add("loss=" + fmt_num(t.loss, NumberStyle::kSignificant6));
+  if (t.has(Train::F::grad_norm) && !std::isfinite(t.grad_norm))
+    add("grad_norm=" + fmt_num(t.grad_norm, NumberStyle::kSignificant6));
   if (t.has(Train::F::nan_count) && t.nan_count > 0) add("nan_count=" + std::to_string(t.nan_count));
   if (t.has(Train::F::inf_count) && t.inf_count > 0) add("inf_count=" + std::to_string(t.inf_count));
   return why;
@@ -84,20 +75,14 @@ class NanDetect final : public PerRunOperator<NanDetect, RunState> {
  private:
   Alert make_alert(const Record& r, const Train& t, const RunState& st, const std::string& why) {
     Alert a;
-    a.kind = "nan_loss";
+    a.kind = alert_kind::kNanLoss;
     a.severity = Severity::kCritical;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
     a.run_id = t.run_id;
     a.step = t.step;
     int32_t rank = t.has(Train::F::rank) ? t.rank : 0;
-    a.rank = rank;
-    if (st.info) {
-      if (const RankPlacement* p = st.info->place(rank)) {
-        a.node = p->node;
-        if (p->gpu >= 0) a.gpu = p->gpu;
-      }
-    }
+    locate_rank(a, st.info.get(), rank);
     if (t.has(Train::F::loss))
       a.value = t.loss;
     else if (t.has(Train::F::grad_norm))
@@ -108,7 +93,7 @@ class NanDetect final : public PerRunOperator<NanDetect, RunState> {
     if (t.has(Train::F::lr)) a.attrs.push_back({"lr", t.lr});
     if (t.has(Train::F::nan_count)) a.attrs.push_back({"nan_count", static_cast<double>(t.nan_count)});
     if (t.has(Train::F::inf_count)) a.attrs.push_back({"inf_count", static_cast<double>(t.inf_count)});
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, t.step);
+    a.alert_id = make_alert_id(a, t.step);
     return a;
   }
 

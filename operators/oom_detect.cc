@@ -57,7 +57,7 @@ class OomDetect final : public PerRunOperator<OomDetect, RunState> {
   }
 
   void handle(const Record& r, Emitter& out) {
-    static const Symbol kOom = Symbol::intern("oom");
+    static const Symbol kOom = Symbol::intern(event_kind::kOom);
     switch (r.kind()) {
       case Kind::kRunStart:
         runs_[r.run_start().run_id].info = RunInfo::from(r.run_start());
@@ -118,7 +118,7 @@ class OomDetect final : public PerRunOperator<OomDetect, RunState> {
     if (rank && step && !st.raised.insert({*rank, *step}).second) return;
 
     Alert a;
-    a.kind = "oom";
+    a.kind = alert_kind::kOom;
     a.severity = Severity::kCritical;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
@@ -176,7 +176,7 @@ class OomDetect final : public PerRunOperator<OomDetect, RunState> {
     if (!shard.empty()) facts.push_back("dataset shard " + shard.string());
     for (size_t i = 0; i < facts.size(); ++i) a.summary += (i ? ", " : ": ") + facts[i];
     if (!e.message.empty()) a.summary += " (" + e.message + ")";
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, step ? *step : r.time_ns);
+    a.alert_id = make_alert_id(a, step ? *step : r.time_ns);
     out.emit(alert_record(std::move(a)));
   }
 

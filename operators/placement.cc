@@ -1,15 +1,8 @@
 #include "operators/placement.h"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace runlens::ops {
-
-std::string fmt_num(double v, const char* format) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string node_gpu_words(Symbol node, std::optional<int32_t> gpu) {
   std::string s = "node " + node.string();
@@ -22,9 +15,10 @@ std::string locate_rank(Alert& a, const RunInfo* run, int32_t rank) {
   std::string where = "rank " + std::to_string(rank);
   if (!run) return where;
   const RankPlacement* p = run->place(rank);
-  if (!p || p->node.empty()) return where;
+  if (!p) return where;
   a.node = p->node;
   if (p->gpu >= 0) a.gpu = p->gpu;
+  if (p->node.empty()) return where;
   return where + " (" + node_gpu_words(p->node, a.gpu) + ")";
 }
 

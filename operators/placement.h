@@ -16,19 +16,20 @@
 
 #include "operators/operator.h"
 #include "runtime/state/codec.h"
+#include "schema/number_format.h"
 #include "schema/state_codecs.h"
 
 namespace runlens::ops {
 
-// Sets the alert's rank, node and GPU from the run's rank map and returns the
-// rank's name for a summary: "rank 5 (node gpu-node-1, GPU 1)".
+// The locators of an alert about one rank, for every operator: sets the
+// alert's rank, and its node and GPU from the run's rank map (each where the
+// map knows it; `run` may be null), and returns the rank's name for a summary:
+// "rank 5 (node gpu-node-1, GPU 1)" ("rank 5" where the node is unknown).
+// The alert's id then follows from its locators: make_alert_id(a, onset).
 std::string locate_rank(Alert& a, const RunInfo* run, int32_t rank);
 
 // "node gpu-node-1, GPU 1" (GPU left out when unknown).
 std::string node_gpu_words(Symbol node, std::optional<int32_t> gpu);
-
-// printf-style formatting of one number, for summaries.
-std::string fmt_num(double v, const char* format = "%.0f");
 
 // The report of `rank` in a joined step (its ranks are ordered by rank), or null.
 const Step* rank_report(const StepRecord& rec, int32_t rank);

@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "operators/placement.h"
 #include "operators/run_deadlines.h"
 #include "operators/run_state.h"
 
@@ -213,29 +214,20 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
 
   Alert missing_alert(Symbol run_id, const RunState& st, int64_t step, int32_t rank, int64_t at, const Pending& p) {
     Alert a;
-    a.kind = "rank_missing";
+    a.kind = alert_kind::kRankMissing;
     a.severity = Severity::kCritical;
     a.time_ns = at;
     a.tenant = st.tenant;
     a.run_id = run_id;
     a.step = step;
-    a.rank = rank;
-    std::string where = "rank " + std::to_string(rank);
-    if (st.info) {
-      if (const RankPlacement* pl = st.info->place(rank)) {
-        a.node = pl->node;
-        if (pl->gpu >= 0) a.gpu = pl->gpu;
-        if (!pl->node.empty())
-          where += " (node " + pl->node.string() + (pl->gpu >= 0 ? ", GPU " + std::to_string(pl->gpu) : "") + ")";
-      }
-    }
+    std::string where = locate_rank(a, st.info.get(), rank);
     a.value = static_cast<double>(at - p.first_time) / 1e9;
     a.threshold = static_cast<double>(o_.timeout_ns) / 1e9;
     a.summary = where + " did not report step " + std::to_string(step) + " within " +
                 runtime::format_duration(o_.timeout_ns) + " of the first rank (" + std::to_string(p.count) + " of " +
                 std::to_string(st.world) + " ranks reported): a hang or a dead GPU";
     a.attrs = {{"reported_ranks", static_cast<double>(p.count)}, {"world_size", static_cast<double>(st.world)}};
-    a.alert_id = make_alert_id(a.kind, run_id, a.rank, a.node, a.gpu, step);
+    a.alert_id = make_alert_id(a, step);
     return a;
   }
 

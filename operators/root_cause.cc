@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -96,7 +95,7 @@ constexpr SignalDef kSignals[] = {
 constexpr int kSignalCount = static_cast<int>(std::size(kSignals));
 
 // Alert kinds that name a node, not one GPU of it (here() matches the node).
-bool node_level(std::string_view kind) { return kind == "host_bottleneck"; }
+bool node_level(std::string_view kind) { return kind == alert_kind::kHostBottleneck; }
 
 class Vocab final : public rules::Vocabulary {
  public:
@@ -224,22 +223,6 @@ constexpr size_t kMaxIncidents = 64;
 constexpr size_t kMaxEvidence = 24;
 constexpr int kMinBaseline = 3;
 
-std::string num(double v) {
-  char buf[48];
-  double a = std::fabs(v);
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  if (a >= 1000 || v == std::floor(v))
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-  else if (a >= 10)
-    std::snprintf(buf, sizeof buf, "%.1f", v);
-  else if (a >= 1)
-    std::snprintf(buf, sizeof buf, "%.2f", v);
-  else
-    std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
 std::optional<double> attr_of(const Alert& a, std::string_view name) {
   for (const auto& [k, v] : a.attrs) {
     if (k == name) return v;
@@ -290,7 +273,7 @@ class Window final : public rules::Environment {
   }
 
   int64_t changed(std::string_view key) const override {
-    static const int kConfigChange = *vocab().kind("config_change");
+    static const int kConfigChange = *vocab().kind(event_kind::kConfigChange);
     int64_t n = 0;
     for (const Seen& s : run_.seen) {
       if (s.kind == kConfigChange && s.is_event && s.key.str() == key && s.step >= start_ && s.step <= primary_.step)
@@ -422,7 +405,7 @@ std::string where_words(const Alert& a) {
 std::string event_detail(const Occurrence& e) {
   std::string d;
   auto value_text = [](const Value& v) {
-    if (v.kind == Value::Kind::kNumber) return num(v.number);
+    if (v.kind == Value::Kind::kNumber) return fmt_num(v.number, NumberStyle::kDecimals);
     if (v.kind == Value::Kind::kString) return v.text;
     return std::string("?");
   };
@@ -561,7 +544,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
   void on_alert(const Record& r) {
     auto alert = std::get<std::shared_ptr<const Alert>>(r.body);
     const Alert& a = *alert;
-    if (a.run_id.empty() || a.kind == "diagnosis") return;
+    if (a.run_id.empty() || a.kind == alert_kind::kDiagnosis) return;
     RunState& st = runs_[a.run_id];
     int64_t step = a.step ? *a.step : st.last_step;
     Seen seen;
@@ -696,7 +679,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     if (inc.emitted && leaf.cause == inc.cause && leaf.owner == inc.owner) return;
 
     Alert a;
-    a.kind = "diagnosis";
+    a.kind = alert_kind::kDiagnosis;
     a.severity = Severity::kInfo;
     a.time_ns = at;
     a.tenant = p.tenant;
@@ -724,7 +707,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
       auto id = vocab().signal(name);
       if (!id) return "{" + std::string(name) + "}";
       auto v = w.signal(*id, Agg::kAt);
-      return v ? num(*v) : "unknown";
+      return v ? fmt_num(*v, NumberStyle::kDecimals) : "unknown";
     };
     std::string summary = leaf.summary.empty() ? p.kind + " at step " + std::to_string(primary.step)
                                                : rules::render_template(leaf.summary, lookup);
@@ -747,10 +730,11 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
       const SignalDef& def = kSignals[id];
       auto v = w.signal(id, Agg::kAt);
       if (!v) continue;
-      std::string detail = std::string(def.name) + " " + num(*v);
+      std::string detail = std::string(def.name) + " " + fmt_num(*v, NumberStyle::kDecimals);
       if (def.source == Source::kStep) {
         if (auto b = w.baseline(def.index))
-          detail += " against a baseline of " + num(*b) + " before step " + std::to_string(inc.onset);
+          detail += " against a baseline of " + fmt_num(*b, NumberStyle::kDecimals) + " before step " +
+                    std::to_string(inc.onset);
       } else if (def.source == Source::kHardware) {
         detail += " (" + where_words(p) + ")";
       }
@@ -763,7 +747,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     }
     if (a.evidence.size() > kMaxEvidence) a.evidence.resize(kMaxEvidence);
 
-    if (!inc.emitted) inc.alert_id = make_alert_id(a.kind, run_id, a.rank, a.node, a.gpu, inc.onset);
+    if (!inc.emitted) inc.alert_id = make_alert_id(a, inc.onset);
     a.alert_id = inc.alert_id;
     inc.emitted = true;
     inc.cause = leaf.cause;

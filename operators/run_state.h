@@ -32,7 +32,7 @@ namespace runlens::ops {
 
 // The event kind that restarts a run.
 inline Symbol restart_kind() {
-  static const Symbol kRestart = Symbol::intern("restart");
+  static const Symbol kRestart = Symbol::intern(event_kind::kRestart);
   return kRestart;
 }
 

@@ -84,7 +84,7 @@ class SpikeDetect final : public PerRunOperator<SpikeDetect, RunState> {
   }
 
   void handle(const Record& r, Emitter& out) {
-    static const Symbol kConfig = Symbol::intern("config_change"), kLr = Symbol::intern("lr"),
+    static const Symbol kConfig = Symbol::intern(event_kind::kConfigChange), kLr = Symbol::intern("lr"),
                         kLearningRate = Symbol::intern("learning_rate");
     switch (r.kind()) {
       case Kind::kRunStart: {
@@ -141,7 +141,7 @@ class SpikeDetect final : public PerRunOperator<SpikeDetect, RunState> {
       if (jump > o_.lr_jump && !explained) {
         st.lr_change_step = t.step;
         Occurrence e;
-        e.kind = Symbol::intern("config_change");
+        e.kind = Symbol::intern(event_kind::kConfigChange);
         e.run_id = t.run_id;
         e.step = t.step;
         e.key = Symbol::intern("lr");
@@ -190,7 +190,7 @@ class SpikeDetect final : public PerRunOperator<SpikeDetect, RunState> {
     s.raised = true;
 
     Alert a;
-    a.kind = is_loss ? "loss_spike" : "grad_spike";
+    a.kind = is_loss ? alert_kind::kLossSpike : alert_kind::kGradSpike;
     a.severity = Severity::kWarning;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
@@ -213,7 +213,7 @@ class SpikeDetect final : public PerRunOperator<SpikeDetect, RunState> {
       a.attrs.push_back({"lr_change_step", static_cast<double>(st.lr_change_step)});
       a.summary += "; the learning rate changed at step " + std::to_string(st.lr_change_step);
     }
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, t.step);
+    a.alert_id = make_alert_id(a, t.step);
     out.emit(alert_record(std::move(a)));
   }
 

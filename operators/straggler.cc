@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <deque>
 #include <map>
 #include <unordered_map>
 #include <vector>
 
 #include "operators/median.h"
+#include "operators/placement.h"
 #include "operators/run_state.h"
 
 namespace runlens::ops {
@@ -70,12 +70,6 @@ struct RunState {
   }
 };
 
-std::string fmt(double v, const char* f = "%.0f") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 class Straggler final : public PerRunOperator<Straggler, RunState> {
  public:
   static constexpr runtime::state::StateType kState{"straggler", 1};
@@ -135,30 +129,21 @@ class Straggler final : public PerRunOperator<Straggler, RunState> {
   Alert make_alert(const Record& r, const StepRecord& rec, const Step& s, double work, double median, double ratio,
                    int64_t onset, int64_t hits) {
     Alert a;
-    a.kind = "straggler";
+    a.kind = alert_kind::kStraggler;
     a.severity = Severity::kWarning;
     a.time_ns = r.time_ns;
     a.tenant = r.tenant;
     a.run_id = rec.run_id;
     a.step = rec.step;
-    a.rank = s.rank;
-    std::string where = "rank " + std::to_string(s.rank);
-    if (rec.run) {
-      if (const RankPlacement* p = rec.run->place(s.rank)) {
-        a.node = p->node;
-        if (p->gpu >= 0) a.gpu = p->gpu;
-        if (!p->node.empty())
-          where += " (node " + p->node.string() + (p->gpu >= 0 ? ", GPU " + std::to_string(p->gpu) : "") + ")";
-      }
-    }
+    std::string where = locate_rank(a, rec.run.get(), s.rank);
     a.value = ratio;
     a.threshold = o_.ratio_threshold;
-    a.summary = "STRAGGLER DETECTED: " + where + " works " + fmt(work) + " ms per step against a median of " +
-                fmt(median) + " ms (" + fmt(ratio, "%.2f") + "x) in " + std::to_string(hits) + " of the last " +
+    a.summary = "STRAGGLER DETECTED: " + where + " works " + fmt_num(work) + " ms per step against a median of " +
+                fmt_num(median) + " ms (" + fmt_num(ratio, "%.2f") + "x) in " + std::to_string(hits) + " of the last " +
                 std::to_string(o_.persist_n) + " steps, since step " + std::to_string(onset);
     a.attrs = {
         {"work_ms", work}, {"median_ms", median}, {"step_ms", s.step_ms}, {"onset_step", static_cast<double>(onset)}};
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    a.alert_id = make_alert_id(a, onset);
     return a;
   }
 
@@ -167,8 +152,8 @@ class Straggler final : public PerRunOperator<Straggler, RunState> {
 };
 
 std::string describe_options(const StragglerOptions& o) {
-  return "ratio_threshold=" + fmt(o.ratio_threshold, "%g") + " persist=" + std::to_string(o.persist_k) + "/" +
-         std::to_string(o.persist_n) + " false_alarm_rate=" + fmt(o.false_alarm_rate, "%g");
+  return "ratio_threshold=" + fmt_num(o.ratio_threshold, "%g") + " persist=" + std::to_string(o.persist_k) + "/" +
+         std::to_string(o.persist_n) + " false_alarm_rate=" + fmt_num(o.false_alarm_rate, "%g");
 }
 
 }  // namespace

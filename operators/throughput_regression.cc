@@ -70,7 +70,7 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
   }
 
   void handle(const Record& r, Emitter& out) {
-    static const Symbol kConfig = Symbol::intern("config_change");
+    static const Symbol kConfig = Symbol::intern(event_kind::kConfigChange);
     switch (r.kind()) {
       case Kind::kStepStats:
         on_stats(r, out);
@@ -164,7 +164,7 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
     return true;
   }
 
-  Alert base(const Record& r, const StepStats& s, const char* kind, int64_t onset) {
+  Alert base(const Record& r, const StepStats& s, std::string_view kind, int64_t onset) {
     Alert a;
     a.kind = kind;
     a.severity = Severity::kWarning;
@@ -172,7 +172,7 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
     a.tenant = r.tenant;
     a.run_id = s.run_id;
     a.step = s.step;
-    a.alert_id = make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, onset);
+    a.alert_id = make_alert_id(a, onset);
     return a;
   }
 
@@ -186,7 +186,7 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
   }
 
   Alert throughput_alert(const Record& r, const StepStats& s, const RunState& st, const Judgement& j) {
-    Alert a = base(r, s, "throughput_drop", j.onset);
+    Alert a = base(r, s, alert_kind::kThroughputDrop, j.onset);
     a.value = j.current;
     a.threshold = (1 - o_.throughput_drop) * j.baseline;
     double per_gpu = st.reported > 0 ? j.current / st.reported : NAN;
@@ -201,7 +201,7 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
   }
 
   Alert mfu_alert(const Record& r, const StepStats& s, const RunState& st, const Judgement& j) {
-    Alert a = base(r, s, "mfu_drop", j.onset);
+    Alert a = base(r, s, alert_kind::kMfuDrop, j.onset);
     a.value = j.current;
     a.threshold = (1 - o_.mfu_drop) * j.baseline;
     a.summary = "MFU DROP: MFU of compute (median rank's work time) " + fmt_num(100 * j.current, "%.1f") +

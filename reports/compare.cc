@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "schema/vocabulary.h"
+
 namespace runlens::report {
 
 namespace {
@@ -18,7 +20,7 @@ std::optional<Value> opt(const Value* v) { return v ? std::optional<Value>(*v) :
 
 // An LR change inside a run: the inferred change, or a config change of lr.
 bool is_lr_change(const store::TimelineEntry& e) {
-  return e.kind == "lr_change" || (e.kind == "config_change" && e.summary.find(": lr ") != std::string::npos);
+  return e.kind == "lr_change" || (e.kind == event_kind::kConfigChange && e.summary.find(": lr ") != std::string::npos);
 }
 
 }  // namespace
@@ -104,7 +106,8 @@ RunComparison compare_runs(const ComparedRun& left, const ComparedRun& right, do
   }
 
   // LR and config changes inside each run (a scheduler change shows here, not in the config).
-  const std::vector<std::string> training_kinds = {"nan_loss", "loss_spike", "grad_spike", "diagnosis"};
+  const std::vector<std::string_view> training_kinds = {alert_kind::kNanLoss, alert_kind::kLossSpike,
+                                                        alert_kind::kGradSpike, alert_kind::kDiagnosis};
   int64_t infra_alerts = 0;
   for (auto [run, changes] : {std::pair{&left, &out.lr_changes_left}, std::pair{&right, &out.lr_changes_right}}) {
     for (const auto& e : run->timeline) {

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "formats/json_writer.h"
+#include "schema/number_format.h"
+#include "schema/vocabulary.h"
 #include "store/store.h"
 
 namespace runlens::report {
@@ -22,23 +24,9 @@ std::string step_text(int64_t s) {
   return s < 0 ? "-" + out : out;
 }
 
-std::string num(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  double a = std::fabs(v);
-  if (a != 0 && (a < 1e-2 || a >= 1e6))
-    std::snprintf(buf, sizeof buf, "%.2g", v);
-  else
-    std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
-
 std::string percent(std::optional<double> fraction) {
   if (!fraction) return "unknown";
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%.0f%%", *fraction * 100);
-  return buf;
+  return fmt_num(*fraction * 100, "%.0f%%");
 }
 
 std::string upper(std::string s) {
@@ -47,17 +35,17 @@ std::string upper(std::string s) {
 }
 
 std::string failure_phrase(const std::string& kind) {
-  static const std::map<std::string, std::string> kPhrases = {
-      {"nan_loss", "NaN loss detected"},
-      {"straggler", "Straggler detected"},
-      {"rank_missing", "Rank stopped reporting"},
-      {"xid_error", "GPU XID error"},
-      {"oom", "Out of memory"},
-      {"ecc_uncorrected", "Uncorrected ECC error"},
-      {"loss_spike", "Loss spike"},
-      {"grad_spike", "Gradient spike"},
-      {"checkpoint_failure", "Checkpoint failed"},
-      {"thermal_throttle", "GPU thermal throttling"},
+  static const std::map<std::string_view, std::string> kPhrases = {
+      {alert_kind::kNanLoss, "NaN loss detected"},
+      {alert_kind::kStraggler, "Straggler detected"},
+      {alert_kind::kRankMissing, "Rank stopped reporting"},
+      {alert_kind::kXidError, "GPU XID error"},
+      {alert_kind::kOom, "Out of memory"},
+      {alert_kind::kEccUncorrected, "Uncorrected ECC error"},
+      {alert_kind::kLossSpike, "Loss spike"},
+      {alert_kind::kGradSpike, "Gradient spike"},
+      {alert_kind::kCheckpointFailure, "Checkpoint failed"},
+      {alert_kind::kThermalThrottle, "GPU thermal throttling"},
   };
   auto it = kPhrases.find(kind);
   return it != kPhrases.end() ? it->second : kind;
@@ -87,7 +75,7 @@ struct Series {
   std::string text() const {
     if (points.empty()) return "no data";
     std::string s;
-    for (const auto& [step, v] : points) s += (s.empty() ? "" : " → ") + num(v);
+    for (const auto& [step, v] : points) s += (s.empty() ? "" : " → ") + fmt_num(v, NumberStyle::kShort);
     std::string t = trend();
     return t.empty() ? s : s + " " + t;
   }
@@ -118,8 +106,8 @@ struct Page {
   std::vector<std::string> recommendation;
 };
 
-bool in(const std::string& k, std::initializer_list<const char*> set) {
-  for (const char* s : set) {
+bool in(const std::string& k, std::initializer_list<std::string_view> set) {
+  for (std::string_view s : set) {
     if (k == s) return true;
   }
   return false;
@@ -136,13 +124,13 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
   // The failure: the first critical alert, else the first alert, else a failed end.
   const store::StoredAlert* failure = nullptr;
   for (const auto& a : alerts) {
-    if (a.alert.kind != "diagnosis" && a.alert.severity == Severity::kCritical) {
+    if (a.alert.kind != alert_kind::kDiagnosis && a.alert.severity == Severity::kCritical) {
       failure = &a;
       break;
     }
   }
   for (size_t i = 0; !failure && i < alerts.size(); ++i) {
-    if (alerts[i].alert.kind != "diagnosis") failure = &alerts[i];
+    if (alerts[i].alert.kind != alert_kind::kDiagnosis) failure = &alerts[i];
   }
   int64_t failure_ns = run.last_time_ns;
   if (failure) {
@@ -224,40 +212,42 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
     if (al.rank && !al.node.empty() && al.gpu &&
         al.value) {  // "rank 13 (gpu-node-1 GPU 5) 2.03x" for the summary lines
       item.text = "rank " + std::to_string(*al.rank) + " (" + al.node.string() + " GPU " + std::to_string(*al.gpu) +
-                  ") " + num(*al.value) + (al.threshold ? "x (threshold " + num(*al.threshold) + ")" : "");
+                  ") " + fmt_num(*al.value, NumberStyle::kShort) +
+                  (al.threshold ? "x (threshold " + fmt_num(*al.threshold, NumberStyle::kShort) + ")" : "");
     }
-    if (in(al.kind, {"xid_error", "ecc_uncorrected", "nvlink_error", "pcie_replay", "thermal_throttle",
-                     "power_throttle", "clock_low"})) {
+    if (in(al.kind,
+           {alert_kind::kXidError, alert_kind::kEccUncorrected, alert_kind::kNvlinkError, alert_kind::kPcieReplay,
+            alert_kind::kThermalThrottle, alert_kind::kPowerThrottle, alert_kind::kClockLow})) {
       p.gpu_errors.push_back(item);
-    } else if (in(al.kind, {"comm_bottleneck"})) {
+    } else if (in(al.kind, {alert_kind::kCommBottleneck})) {
       p.nccl_errors.push_back(item);
-    } else if (in(al.kind, {"oom", "memory_pressure"})) {
+    } else if (in(al.kind, {alert_kind::kOom, alert_kind::kMemoryPressure})) {
       p.oom.push_back(item);
-    } else if (al.kind == "straggler") {
+    } else if (al.kind == alert_kind::kStraggler) {
       p.stragglers.push_back(item);
-    } else if (al.kind == "rank_missing") {
+    } else if (al.kind == alert_kind::kRankMissing) {
       p.missing_ranks.push_back(item);
     }
   }
   for (const auto& e : s.graph->timeline(run.run_id, {}, 100000)) {
-    if (e.kind == "xid")
+    if (e.kind == event_kind::kXid)
       p.gpu_errors.push_back({e.step, e.kind, e.summary});
-    else if (e.kind == "nccl_timeout")
+    else if (e.kind == event_kind::kNcclTimeout)
       p.nccl_errors.push_back({e.step, e.kind, e.summary});
-    else if (e.kind == "oom")
+    else if (e.kind == event_kind::kOom)
       p.oom.push_back({e.step, e.kind, e.summary});
   }
 
   // Likely cause: a diagnosis that explains the failure, else unknown with the evidence.
   const store::StoredAlert* diagnosis = nullptr;
   for (const auto& a : alerts) {
-    if (a.alert.kind != "diagnosis") continue;
+    if (a.alert.kind != alert_kind::kDiagnosis) continue;
     if (!diagnosis || (a.alert.symptom == p.failure_kind && diagnosis->alert.symptom != p.failure_kind)) diagnosis = &a;
   }
   if (diagnosis) {
     const Alert& d = diagnosis->alert;
     p.diagnosed = true;
-    p.cause = d.cause.empty() ? "unknown" : d.cause;
+    p.cause = d.cause.empty() ? std::string(cause::kUnknown) : d.cause;
     p.owner = d.owner;
     p.cause_summary = d.summary;
     const std::string prefix = "LIKELY CAUSE: ";  // the page has that heading already
@@ -265,7 +255,7 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
     for (const auto& e : d.evidence) p.evidence.push_back({e.step, e.kind, e.detail});
     if (!d.recommendation.empty()) p.recommendation.push_back(d.recommendation);
   } else {
-    p.cause = "unknown";
+    p.cause = cause::kUnknown;
     p.cause_summary = "No diagnosis in the store for this run; the evidence at hand is listed.";
     for (const auto& r : p.related) {
       if (r.kind != "alert" && (!r.step || !p.failure_step || *r.step <= *p.failure_step)) p.evidence.push_back(r);

@@ -49,4 +49,8 @@ std::string make_alert_id(std::string_view kind, Symbol run_id, std::optional<in
   return buf;
 }
 
+std::string make_alert_id(const Alert& a, int64_t discriminator) {
+  return make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, discriminator);
+}
+
 }  // namespace runlens

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "schema/record.h"
+#include "schema/vocabulary.h"
 
 namespace runlens {
 
@@ -97,6 +98,8 @@ struct Alert {
 // same id in replay and live, and a restarted pipeline can de-duplicate.
 std::string make_alert_id(std::string_view kind, Symbol run_id, std::optional<int32_t> rank, Symbol node,
                           std::optional<int32_t> gpu, int64_t discriminator);
+// The alert_id of `a` from its own kind and locators (set those first).
+std::string make_alert_id(const Alert& a, int64_t discriminator);
 
 inline Record alert_record(Alert a) {
   Record r;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "schema/alert.h"
+#include "schema/vocabulary.h"
 
 namespace runlens {
 
@@ -229,10 +230,10 @@ bool kind_from_name(std::string_view name, Kind* out) {
 const BodyInfo& body_info(Kind k) { return kBodies[static_cast<int>(k)]; }
 
 Priority Record::priority() const {
-  static const Symbol kXid = Symbol::intern("xid"), kOom = Symbol::intern("oom"),
-                      kNccl = Symbol::intern("nccl_timeout"), kExc = Symbol::intern("exception"),
-                      kAbort = Symbol::intern("abort"), kRestart = Symbol::intern("restart"),
-                      kConfig = Symbol::intern("config_change");
+  static const Symbol kXid = Symbol::intern(event_kind::kXid), kOom = Symbol::intern(event_kind::kOom),
+                      kNccl = Symbol::intern(event_kind::kNcclTimeout), kExc = Symbol::intern(event_kind::kException),
+                      kAbort = Symbol::intern(event_kind::kAbort), kRestart = Symbol::intern(event_kind::kRestart),
+                      kConfig = Symbol::intern(event_kind::kConfigChange);
   switch (kind()) {
     case Kind::kRunStart:
     case Kind::kRunEnd:

@@ -7,6 +7,8 @@
 #include <random>
 #include <sstream>
 
+#include "schema/vocabulary.h"
+
 namespace runlens::synth {
 
 bool parse_fault(const std::string& text, Fault* f, std::string* error) {
@@ -348,7 +350,7 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
       }
       out.push_back(make(t + 10'000'000, d));
       Occurrence e;
-      e.kind = Symbol::intern("oom"), e.run_id = run, e.rank = r, e.step = step;
+      e.kind = Symbol::intern(event_kind::kOom), e.run_id = run, e.rank = r, e.step = step;
       e.node = node_names[node_of(r)], e.gpu = r % o.gpus_per_node;
       e.message = "OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB";
       for (auto fl : {Occurrence::F::kind, Occurrence::F::run_id, Occurrence::F::rank, Occurrence::F::step,
@@ -412,7 +414,7 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
       if (const Fault* f = fault_on("xid", step); f && step == f->from_step) {
         Occurrence e;
         int32_t r = std::clamp(f->rank, 0, o.ranks - 1);
-        e.kind = Symbol::intern("xid"), e.run_id = run, e.rank = r, e.step = step, e.code = f->code;
+        e.kind = Symbol::intern(event_kind::kXid), e.run_id = run, e.rank = r, e.step = step, e.code = f->code;
         e.node = node_names[node_of(r)], e.gpu = r % o.gpus_per_node;
         e.message = "NVRM: Xid " + std::to_string(f->code) + ", GPU has fallen off the bus";
         for (auto fl : {Occurrence::F::kind, Occurrence::F::run_id, Occurrence::F::rank, Occurrence::F::step,
@@ -424,7 +426,7 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
       for (const auto& f : o.faults) {
         if (f.kind != "config_slowdown" || step != f.from_step) continue;
         Occurrence e;
-        e.kind = Symbol::intern("config_change"), e.run_id = run, e.step = step;
+        e.kind = Symbol::intern(event_kind::kConfigChange), e.run_id = run, e.step = step;
         e.key = Symbol::intern("activation_checkpointing");
         e.old = Value::of(std::string("selective")), e.new_ = Value::of(std::string("full"));
         for (auto fl : {Occurrence::F::kind, Occurrence::F::run_id, Occurrence::F::step, Occurrence::F::key,

@@ -8,58 +8,40 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <span>
 #include <sstream>
+
+#include "schema/vocabulary.h"
 
 namespace runlens::ops::rules {
 
+namespace {
+std::vector<std::string> words_of(std::span<const Term> terms, std::string_view except = {}) {
+  std::vector<std::string> words;
+  for (const Term& t : terms) {
+    if (t.name != except) words.emplace_back(t.name);
+  }
+  return words;
+}
+}  // namespace
+
 const std::vector<std::string>& alert_kinds() {
-  static const std::vector<std::string> k = {"straggler",
-                                             "rank_missing",
-                                             "nan_loss",
-                                             "loss_spike",
-                                             "grad_spike",
-                                             "data_starvation",
-                                             "comm_bottleneck",
-                                             "throughput_drop",
-                                             "mfu_drop",
-                                             "thermal_throttle",
-                                             "power_throttle",
-                                             "clock_low",
-                                             "xid_error",
-                                             "ecc_uncorrected",
-                                             "nvlink_error",
-                                             "pcie_replay",
-                                             "oom",
-                                             "memory_pressure",
-                                             "checkpoint_overhead",
-                                             "checkpoint_failure",
-                                             "host_bottleneck"};
+  static const std::vector<std::string> k = words_of(alert_kind::kAll, alert_kind::kDiagnosis);
   return k;
 }
 
 const std::vector<std::string>& causes() {
-  static const std::vector<std::string> c = {"training_instability",
-                                             "config_change",
-                                             "hardware_throttle",
-                                             "hardware_fault",
-                                             "data_pipeline",
-                                             "network",
-                                             "host_bottleneck",
-                                             "inefficient_compute",
-                                             "memory",
-                                             "checkpoint",
-                                             "unknown"};
+  static const std::vector<std::string> c = words_of(cause::kAll);
   return c;
 }
 
 const std::vector<std::string>& owners() {
-  static const std::vector<std::string> o = {"training", "infrastructure", "data", "network", "platform"};
+  static const std::vector<std::string> o = words_of(owner::kAll);
   return o;
 }
 
 const std::vector<std::string>& event_kinds() {
-  static const std::vector<std::string> e = {"xid",           "oom",     "nccl_timeout", "exception",
-                                             "config_change", "restart", "abort"};
+  static const std::vector<std::string> e = words_of(event_kind::kAll);
   return e;
 }
 
@@ -294,7 +276,7 @@ class RuleParser {
         std::string hint = runtime::closest_match(k, kinds);
         error(item.Mark(), path,
               "unknown alert kind '" + k + "'" + (hint.empty() ? "" : " (did you mean '" + hint + "'?)") +
-                  (k == "diagnosis" ? " (a diagnosis cannot be a symptom)" : ""));
+                  (k == alert_kind::kDiagnosis ? " (a diagnosis cannot be a symptom)" : ""));
         continue;
       }
       if (std::find(t->symptoms.begin(), t->symptoms.end(), k) != t->symptoms.end()) {

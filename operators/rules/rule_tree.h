@@ -31,7 +31,7 @@
 
 namespace runlens::ops::rules {
 
-// The fixed vocabularies of the alert contract (docs/alerts.md).
+// The words of the vocabulary (schema/vocabulary.h) that rules may name.
 const std::vector<std::string>& alert_kinds();  // without "diagnosis"
 const std::vector<std::string>& causes();
 const std::vector<std::string>& owners();

@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
 #include "engine/component_docs.h"
+#include "schema/vocabulary.h"
 #include "tests/cli/child_process.h"
 
 namespace {
@@ -45,6 +47,46 @@ std::string write(const std::string& dir, const std::string& name, const std::st
 TEST_CASE("docs/operators.md is generated from the registry and current") {
   CHECK_MESSAGE(read(kSrc + "/docs/operators.md") == runlens::operators_markdown(),
                 "regenerate with: build/runlens operators --markdown > docs/operators.md");
+}
+
+TEST_CASE("docs/alerts.md holds the vocabulary's tables as generated from schema/vocabulary.h") {
+  CHECK_MESSAGE(read(kSrc + "/docs/alerts.md").find(runlens::vocabulary_markdown()) != std::string::npos,
+                "regenerate the tables with: build/runlens operators --vocabulary");
+  auto r = sh("operators --vocabulary");
+  CHECK(r.code == 0);
+  CHECK(r.output == runlens::vocabulary_markdown());
+}
+
+// The hand-written "Raised today" table of docs/alerts.md says, per kind, which
+// component raises it and how: it must name every alert kind of the
+// vocabulary once, no other, and only components that exist.
+TEST_CASE("docs/alerts.md's 'Raised today' table covers the vocabulary's alert kinds") {
+  std::string doc = read(kSrc + "/docs/alerts.md");
+  size_t at = doc.find("## Raised today");
+  REQUIRE(at != std::string::npos);
+  std::string components = runlens::operators_markdown();
+  std::map<std::string, int> rows;  // kind -> rows naming it
+  std::istringstream in(doc.substr(at));
+  std::string line;
+  std::getline(in, line);
+  while (std::getline(in, line) && (line.empty() || line[0] == '|')) {
+    if (line.rfind("| `", 0) != 0) continue;
+    // "| `loss_spike`, `grad_spike` | `spike_detect` | ..."
+    size_t bar = line.find(" | ", 2);
+    REQUIRE(bar != std::string::npos);
+    std::string kinds = line.substr(2, bar - 2);
+    for (size_t q = kinds.find('`'); q != std::string::npos; q = kinds.find('`', kinds.find('`', q + 1) + 1))
+      rows[kinds.substr(q + 1, kinds.find('`', q + 1) - q - 1)] += 1;
+    size_t by_end = line.find(" | ", bar + 3);
+    std::string by = line.substr(bar + 3, by_end - bar - 3);
+    CAPTURE(line);
+    CHECK(components.find("### " + by + "\n") != std::string::npos);
+  }
+  for (const runlens::Term& t : runlens::alert_kind::kAll) {
+    CAPTURE(t.name);
+    CHECK(rows[std::string(t.name)] == 1);
+  }
+  CHECK(rows.size() == std::size(runlens::alert_kind::kAll));
 }
 
 TEST_CASE("validate accepts the shipped pipelines") {

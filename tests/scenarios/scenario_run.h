@@ -16,6 +16,7 @@
 
 #include "cli/synth/synth.h"
 #include "formats/jsonl_codec.h"
+#include "schema/vocabulary.h"
 #include "tests/pipelines/replay_run.h"
 
 namespace runlens::testing {
@@ -61,21 +62,13 @@ struct ScenarioResult {
   }
 };
 
-// The alert kinds of the alert contract (docs/alerts.md, "**Kinds:**"): the
-// detectors must not invent others.
+// The alert kinds of the alert contract (schema/vocabulary.h; docs/alerts.md
+// holds their table, checked by tests/cli/cli_test.cc): the detectors must not
+// invent others.
 inline const std::set<std::string>& contract_kinds() {
   static const std::set<std::string> kinds = [] {
-    std::string doc = read_file(std::string(RUNLENS_SOURCE_DIR) + "/docs/alerts.md");
-    size_t at = doc.find("**Kinds:**");
-    size_t end = doc.find('.', at);
     std::set<std::string> k;
-    std::stringstream ss(doc.substr(at + 10, end - at - 10));
-    std::string word;
-    while (std::getline(ss, word, ',')) {
-      word.erase(0, word.find_first_not_of(" \n"));
-      word.erase(word.find_last_not_of(" \n") + 1);
-      k.insert(word);
-    }
+    for (const Term& t : alert_kind::kAll) k.emplace(t.name);
     return k;
   }();
   return kinds;

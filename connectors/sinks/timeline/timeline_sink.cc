@@ -19,6 +19,8 @@
 #include "formats/jsonl_codec.h"
 #include "operators/median.h"
 #include "runtime/params.h"
+#include "schema/number_format.h"
+#include "schema/vocabulary.h"
 
 namespace runlens::connectors {
 
@@ -75,24 +77,13 @@ std::string hex16(uint64_t h) {
 }
 
 // Short numbers for summaries: 0.0003 -> "3e-04", 1903.4 -> "1903".
-std::string num(double v) {
-  if (std::isnan(v)) return "NaN";
-  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
-  char buf[32];
-  double a = std::fabs(v);
-  if (a != 0 && (a < 1e-2 || a >= 1e6))
-    std::snprintf(buf, sizeof buf, "%.2g", v);
-  else if (a >= 100)
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-  else
-    std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
-}
+std::string num(double v) { return fmt_num(v, NumberStyle::kShortWhole); }
 
 std::string value_text(const Value& v) { return v.kind == Value::Kind::kNumber ? num(v.number) : v.text; }
 
 bool critical_event(std::string_view kind) {
-  return kind == "xid" || kind == "oom" || kind == "nccl_timeout" || kind == "exception" || kind == "abort";
+  return kind == event_kind::kXid || kind == event_kind::kOom || kind == event_kind::kNcclTimeout ||
+         kind == event_kind::kException || kind == event_kind::kAbort;
 }
 
 struct RunState {
@@ -481,7 +472,7 @@ class TimelineSink final : public Operator {
     const Occurrence& e = r.as<Occurrence>();
     std::string kind = e.kind.string();
     std::string s = kind;
-    if (kind == "config_change" && e.has(Occurrence::F::key)) {
+    if (kind == event_kind::kConfigChange && e.has(Occurrence::F::key)) {
       s = "config changed: " + e.key.string();
       if (e.has(Occurrence::F::old)) s += " " + value_text(e.old);
       if (e.has(Occurrence::F::new_)) s += " -> " + value_text(e.new_);
@@ -512,18 +503,18 @@ class TimelineSink final : public Operator {
     if (e.has(Occurrence::F::new_)) value("new", e.new_);
     w.end_object();
     if (detail == "{}") detail.clear();
-    std::string severity = critical_event(kind) ? "critical" : kind == "restart" ? "warning" : "info";
+    std::string severity = critical_event(kind) ? "critical" : kind == event_kind::kRestart ? "warning" : "info";
     static const Symbol kLr = Symbol::intern("lr");
     auto entry = [&](RunState& st) {
       touch(st, r.time_ns);
-      if (kind == "config_change" && e.key == kLr) {
+      if (kind == event_kind::kConfigChange && e.key == kLr) {
         // One LR change, one entry: an operator may infer the change this sink marked already.
         int64_t step = e.has(Occurrence::F::step) ? e.step : st.latest_step.value_or(0);
         if (st.lr_noted_step && std::llabs(step - *st.lr_noted_step) <= 1) return;
         st.lr_noted_step = step;
       }
       if (e.has(Occurrence::F::step)) bump_step(st, e.step);
-      if (kind == "restart") st.row.restarts += 1, reset_series(st);
+      if (kind == event_kind::kRestart) st.row.restarts += 1, reset_series(st);
       add_entry(st, r.time_ns, e.has(Occurrence::F::step) ? std::optional<int64_t>(e.step) : st.latest_step, kind,
                 severity, s, "", detail);
     };
@@ -547,7 +538,7 @@ class TimelineSink final : public Operator {
       touch(st, r.time_ns);
       std::optional<int64_t> step = a.step ? a.step : st.latest_step;
       sa.incident_id = incident_for(st, a, step, r.time_ns);
-      bool diagnosis = a.kind == "diagnosis";
+      bool diagnosis = a.kind == alert_kind::kDiagnosis;
       std::string s = diagnosis && a.summary.empty()
                           ? "diagnosis: " + a.cause + (a.owner.empty() ? "" : " (owner: " + a.owner + ")")
                           : a.summary;

@@ -1,0 +1,122 @@
+// The one vocabulary of runlens: alert kinds, the causes and owners of a
+// diagnosis, and the kinds of telemetry events. Each word is declared once,
+// in the lists below, with its doc line; code names it by its constant
+// (alert_kind::kStraggler, cause::kNetwork, owner::kTraining,
+// event_kind::kRestart), and validation (the rule language, asof_join's
+// `kinds`) and the docs (docs/alerts.md, `runlens operators --vocabulary`)
+// iterate the tables. These words are a public interface (alert contract v1):
+// adding one is one line in its list; renaming one is a contract change.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+// X(constant, "word", "doc line"): one entry per word, in documentation order.
+#define RUNLENS_ALERT_KINDS(X)                                                                                        \
+  X(kStraggler, "straggler", "A rank works much slower than its run's median rank in most of its recent steps.")      \
+  X(kRankMissing, "rank_missing", "A rank did not report a step before the deadline after the first rank did.")       \
+  X(kNanLoss, "nan_loss", "The loss or gradient norm is not finite (NaN or infinity), or the run counted NaNs/Infs.") \
+  X(kLossSpike, "loss_spike", "The loss jumped far above its rolling median.")                                        \
+  X(kGradSpike, "grad_spike", "The gradient norm jumped far above its rolling median.")                               \
+  X(kDataStarvation, "data_starvation", "Ranks spend a large share of their step waiting for input data.")            \
+  X(kCommBottleneck, "comm_bottleneck", "Every rank spends a large share of its step in communication.")              \
+  X(kThroughputDrop, "throughput_drop", "The run's tokens/s fell well below its own baseline.")                       \
+  X(kMfuDrop, "mfu_drop", "The run's model FLOP utilisation fell well below its own baseline.")                       \
+  X(kThermalThrottle, "thermal_throttle", "A GPU is hot enough that its clocks are, or soon will be, reduced.")       \
+  X(kPowerThrottle, "power_throttle", "A GPU runs at its power limit and its clocks are capped.")                     \
+  X(kClockLow, "clock_low", "A GPU's SM clock is well below its recent clock with no throttle reason reported.")      \
+  X(kXidError, "xid_error", "A GPU reported an XID error (a driver-detected fault).")                                 \
+  X(kEccUncorrected, "ecc_uncorrected", "A GPU's count of uncorrectable (double-bit) ECC errors increased.")          \
+  X(kNvlinkError, "nvlink_error", "A GPU's count of NVLink errors increased.")                                        \
+  X(kPcieReplay, "pcie_replay", "A GPU's count of PCIe replays increased.")                                           \
+  X(kOom, "oom", "A rank ran out of GPU memory.")                                                                     \
+  X(kMemoryPressure, "memory_pressure", "A GPU has little memory left.")                                              \
+  X(kCheckpointOverhead, "checkpoint_overhead", "Checkpoints take too large a share of the run's time.")              \
+  X(kCheckpointFailure, "checkpoint_failure", "A checkpoint failed.")                                                 \
+  X(kHostBottleneck, "host_bottleneck", "A node's CPUs are saturated while its ranks wait for data.")                 \
+  X(kDiagnosis, "diagnosis", "Not a symptom: root_cause's explanation of other alerts, with a cause and an owner.")
+
+#define RUNLENS_CAUSES(X)                                                                                   \
+  X(kTrainingInstability, "training_instability",                                                           \
+    "The optimisation diverged (loss or gradient blow-up) and no configuration change explains it.")        \
+  X(kConfigChange, "config_change",                                                                         \
+    "A change of the run's configuration (learning rate, batch, parallelism, activation checkpointing).")   \
+  X(kHardwareThrottle, "hardware_throttle", "A GPU runs slow: thermal or power throttling, or low clocks.") \
+  X(kHardwareFault, "hardware_fault",                                                                       \
+    "A GPU or link fails: XID, uncorrectable ECC, NVLink or PCIe errors, a hung rank.")                     \
+  X(kDataPipeline, "data_pipeline", "Input data arrives too slowly: slow shard storage or a slow loader.")  \
+  X(kNetwork, "network",                                                                                    \
+    "Collectives are slow on the network: a lossy NIC (retransmits, RDMA errors), a slow fabric.")          \
+  X(kHostBottleneck, "host_bottleneck", "A saturated host CPU starves its GPUs.")                           \
+  X(kInefficientCompute, "inefficient_compute",                                                             \
+    "The GPUs are busy but do little useful work: a communication-bound or inefficient configuration.")     \
+  X(kMemory, "memory",                                                                                      \
+    "The job runs out of GPU memory: a long-sequence batch, a memory spike, a model that does not fit.")    \
+  X(kCheckpoint, "checkpoint", "Checkpoints fail or take too large a share of the run's time.")             \
+  X(kUnknown, "unknown", "The evidence names no cause.")
+
+#define RUNLENS_OWNERS(X)                                                                                            \
+  X(kTraining, "training", "Whoever trains the model: model code, hyperparameters, the run's configuration.")        \
+  X(kInfrastructure, "infrastructure", "Whoever runs the cluster's hardware: GPUs, nodes, their cooling and power.") \
+  X(kData, "data", "Whoever runs the data pipeline: datasets, shards, loaders and their storage.")                   \
+  X(kNetwork, "network", "Whoever runs the network fabric: NICs, switches, the collectives' transport.")             \
+  X(kPlatform, "platform", "Whoever runs the training platform's services: checkpoint storage, the scheduler.")
+
+// The `kind` of a telemetry `event` (Occurrence); runs may send other words too.
+#define RUNLENS_EVENT_KINDS(X)                                                                                      \
+  X(kXid, "xid", "A GPU's XID error, with its `code` (node-level events name `node` and `gpu`).")                   \
+  X(kOom, "oom", "A rank ran out of GPU memory.")                                                                   \
+  X(kNcclTimeout, "nccl_timeout", "A collective timed out.")                                                        \
+  X(kException, "exception", "The training process raised an exception.")                                           \
+  X(kConfigChange, "config_change", "The run changed a setting: `key`, `old` and `new` (e.g. `lr`).")               \
+  X(kRestart, "restart", "The run restarted: the steps that follow are a new attempt, and detectors start afresh.") \
+  X(kAbort, "abort", "The run was aborted.")
+
+namespace runlens {
+
+// One word of the vocabulary and the line that documents it.
+struct Term {
+  std::string_view name;
+  std::string_view doc;
+};
+
+#define RUNLENS_VOCAB_CONSTANT_(id, word, doc) inline constexpr std::string_view id = word;
+#define RUNLENS_VOCAB_TERM_(id, word, doc) Term{word, doc},
+
+// The `kind` of an alert (Alert::kind).
+namespace alert_kind {
+RUNLENS_ALERT_KINDS(RUNLENS_VOCAB_CONSTANT_)
+inline constexpr Term kAll[] = {RUNLENS_ALERT_KINDS(RUNLENS_VOCAB_TERM_)};
+}  // namespace alert_kind
+
+// The `cause` of a diagnosis.
+namespace cause {
+RUNLENS_CAUSES(RUNLENS_VOCAB_CONSTANT_)
+inline constexpr Term kAll[] = {RUNLENS_CAUSES(RUNLENS_VOCAB_TERM_)};
+}  // namespace cause
+
+// The `owner` of a diagnosis: who acts on it.
+namespace owner {
+RUNLENS_OWNERS(RUNLENS_VOCAB_CONSTANT_)
+inline constexpr Term kAll[] = {RUNLENS_OWNERS(RUNLENS_VOCAB_TERM_)};
+}  // namespace owner
+
+// The `kind` of a telemetry event (Occurrence::kind).
+namespace event_kind {
+RUNLENS_EVENT_KINDS(RUNLENS_VOCAB_CONSTANT_)
+inline constexpr Term kAll[] = {RUNLENS_EVENT_KINDS(RUNLENS_VOCAB_TERM_)};
+}  // namespace event_kind
+
+#undef RUNLENS_VOCAB_CONSTANT_
+#undef RUNLENS_VOCAB_TERM_
+
+// The term named `word` in `terms`, or null.
+const Term* find_term(std::span<const Term> terms, std::string_view word);
+
+// The vocabulary's tables (kinds, causes, owners, event kinds) as markdown:
+// docs/alerts.md holds them, `runlens operators --vocabulary` prints them, and
+// a test checks that the page is current.
+std::string vocabulary_markdown();
+
+}  // namespace runlens
