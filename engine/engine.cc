@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "connectors/builtin.h"
@@ -38,18 +39,20 @@ namespace {
 // when the pipeline is loaded, by `runlens validate` too, with file:line:col.
 // Factories allocate nothing (no socket bound, no file created, no store
 // opened), so this has no side effect.
+// Factories' warnings (deprecated parameters) are printed here, once per load.
 void check_components(const ops::Registry& registry, const runtime::PipelineSpec& spec) {
-  std::vector<runtime::Diagnostic> diags;
+  std::vector<runtime::Diagnostic> diags, warnings;
   for (const auto& c : spec.components) {
     try {
       if (c.role == runtime::Role::kSource)
-        registry.make_source(c);
+        registry.make_source(c, &warnings);
       else
-        registry.make_operator(c);
+        registry.make_operator(c, &warnings);
     } catch (const runtime::ConfigError& e) {
       diags.insert(diags.end(), e.diagnostics().begin(), e.diagnostics().end());
     }
   }
+  for (const auto& w : warnings) std::fprintf(stderr, "runlens: %s: %s\n", w.where.str().c_str(), w.message.c_str());
   if (!diags.empty()) throw runtime::ConfigError(diags);
 }
 }  // namespace

@@ -24,6 +24,14 @@ struct BuildContext {
   [[noreturn]] void fail(const std::string& param, const std::string& message) const {
     throw ConfigError({Diagnostic{params ? params->where(param) : SourceLocation{}, component_path, message}});
   }
+  // Where a factory's warnings (a deprecated parameter) go; null drops them.
+  // Warnings are values like errors: whoever loads the pipeline reports them
+  // once, however often the components are built.
+  std::vector<Diagnostic>* warnings = nullptr;
+  void warn(const std::string& param, const std::string& message) const {
+    if (warnings)
+      warnings->push_back(Diagnostic{params ? params->where(param) : SourceLocation{}, component_path, message});
+  }
 };
 
 template <class R>
@@ -64,16 +72,17 @@ class Registry final : public Catalog {
   // check and throw ConfigError; they allocate nothing outside the returned
   // value (no socket, file or store: that is open()'s and run()'s work), so
   // building is also how `runlens validate` checks a pipeline.
-  std::unique_ptr<OperatorDef<R>> make_operator(const ComponentSpec& c) const {
+  std::unique_ptr<OperatorDef<R>> make_operator(const ComponentSpec& c,
+                                                std::vector<Diagnostic>* warnings = nullptr) const {
     auto it = entries_.find(c.type);
     RUNLENS_CHECK(it != entries_.end() && it->second.op, "no operator or sink type '" + c.type + "' in this registry");
-    BuildContext ctx{c.id, c.path(), &c.params};
+    BuildContext ctx{c.id, c.path(), &c.params, warnings};
     return it->second.op(ctx);
   }
-  std::unique_ptr<SourceDef<R>> make_source(const ComponentSpec& c) const {
+  std::unique_ptr<SourceDef<R>> make_source(const ComponentSpec& c, std::vector<Diagnostic>* warnings = nullptr) const {
     auto it = entries_.find(c.type);
     RUNLENS_CHECK(it != entries_.end() && it->second.source, "no source type '" + c.type + "' in this registry");
-    BuildContext ctx{c.id, c.path(), &c.params};
+    BuildContext ctx{c.id, c.path(), &c.params, warnings};
     return it->second.source(ctx);
   }
 

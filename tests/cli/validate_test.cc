@@ -43,7 +43,7 @@ std::string pipeline(const std::string& source_params, const std::string& sink_p
          "  store:\n"
          "    type: timeline\n"
          "    inputs: [telemetry, join]\n"
-         "    db: ${RUNLENS_OUT}/runlens.db\n" +
+         "    store: sqlite://${RUNLENS_OUT}/runlens.db\n" +
          sink_params;
 }
 

@@ -82,7 +82,8 @@ std::vector<std::string> encoded(std::vector<Record> rows) {
 }
 
 uint32_t accepted(const ops::OperatorDef& def, const std::string& type) {
-  return def.accepts(builtin_registry().find(type)->accepts);
+  static const auto registry = make_builtin_registry();
+  return def.accepts(registry->find(type)->accepts);
 }
 
 // Runs `def` over `rows` (sorted) on `parts` partitions as the executor does

@@ -31,7 +31,7 @@ const std::map<std::string, std::map<std::string, std::string>> kBase = {
     {"zmq", {{"bind", "ipc://${SWEEP_DIR}/in.sock"}, {"record", "${SWEEP_DIR}/in.rlrec"}}},
     {"jsonl", {{"path", "${SWEEP_DIR}/alerts.jsonl"}}},
     {"zmq_pub", {{"bind", "ipc://${SWEEP_DIR}/alerts.sock"}}},
-    {"timeline", {{"db", "${SWEEP_DIR}/runlens.db"}, {"timeline_path", "${SWEEP_DIR}/timeline.jsonl"}}},
+    {"timeline", {{"store", "sqlite://${SWEEP_DIR}/runlens.db"}, {"timeline_path", "${SWEEP_DIR}/timeline.jsonl"}}},
 };
 
 // What a factory checks, one case a line: the value given to `param` (with
@@ -61,7 +61,12 @@ const std::vector<FactoryCase> kFactoryCases = {
     {"zmq_pub", "bind", "\"\"", "bind must not be empty", ""},
     {"zmq_pub", "bind", "inproc:/x",
      "invalid endpoint 'inproc:/x' (expected TRANSPORT://ADDRESS, e.g. tcp://127.0.0.1:5555 or ipc:///tmp/x)", ""},
-    {"timeline", "db", "\"\"", "db must not be empty", ""},
+    {"timeline", "store", "runlens.db",
+     "store URL 'runlens.db' has no scheme: expected SCHEME://LOCATION, e.g. sqlite:///ABSOLUTE/PATH.db or "
+     "sqlite://RELATIVE/PATH.db",
+     ""},
+    {"timeline", "store", "pg://x/y", "store URL 'pg://x/y' has an unknown scheme 'pg' (this build knows sqlite://)",
+     ""},
     {"timeline", "rollups", "[1m:30d, 10s:1x]", "expected durations such as 10s, 1m, 1h or 30d in '10s:1x'", ""},
     {"timeline", "rollups", "[10s]", "expected RESOLUTION:RETENTION (e.g. 1m:30d), got '10s'", ""},
     {"timeline", "rollups", "[1h:10s]", "retention shorter than the resolution in '1h:10s'", ""},
@@ -99,6 +104,7 @@ const std::set<std::pair<std::string, std::string>> kAnyText = {
     {"zmq", "topic"},
     {"zmq", "record"},
     {"timeline", "timeline_path"},
+    {"timeline", "db"},  // deprecated: a path, turned into sqlite://PATH
 };
 
 const std::string kComponentLine = "<c>";  // key of the component's own line in `lines`

@@ -1139,10 +1139,8 @@ void RegisterTimelineSink(Registry& registry) {
     o.store_url = ctx.params->get_string("store");
     if (const std::string& db = ctx.params->get_string("db"); !db.empty()) {
       o.store_url = store::store_url_of_file(db);
-      std::fprintf(
-          stderr,
-          "runlens: %s: timeline parameter 'db' is deprecated and goes away in the next release; use store: %s\n",
-          ctx.params->where("db").str().c_str(), o.store_url.c_str());
+      ctx.warn("db",
+               "timeline parameter 'db' is deprecated and goes away in the next release; use store: " + o.store_url);
     }
     if (auto why = store::store_url_error(o.store_url))
       ctx.fail(ctx.params->get_string("db").empty() ? "store" : "db", *why);
