@@ -328,6 +328,25 @@ TEST_CASE("timeline sink parameters are checked when the pipeline is loaded") {
         builtin_registry().make_operator(*load_pipeline(path, {{"RUNLENS_OUT", dir}}).find("store")),
         runtime::ConfigError, bad);
   }
+  // The series thresholds moved to train_marks: loading says where, at the parameter.
+  for (const char* moved : {"lr_change_ratio: 2", "jump_ratio: 5"}) {
+    std::string path = store_pipeline(dir, moved);
+    std::string name = std::string(moved).substr(0, std::string(moved).find(':'));
+    try {
+      load_pipeline(path, {{"RUNLENS_OUT", dir}});
+      FAIL("no error for " << moved);
+    } catch (const runtime::ConfigError& e) {
+      REQUIRE(e.diagnostics().size() == 1);
+      const auto& d = e.diagnostics()[0];
+      CHECK(d.where.file == path);
+      CHECK(d.where.line == 16);  // the sink's parameters follow its inputs (store_pipeline)
+      CHECK(d.where.column == 5);
+      CHECK(d.path == "sinks.store");
+      CHECK(d.message == "parameter '" + name +
+                             "' of timeline has moved: set it on a train_marks operator and list that operator in "
+                             "this sink's inputs (docs/storage.md)");
+    }
+  }
   store::RollupTier tier;
   std::string why;
   CHECK(connectors::parse_rollup_tier("1m:30d", &tier, &why));
