@@ -384,4 +384,49 @@ TEST_CASE("merge_batches appends in order, but not across a replacement or after
   CHECK_FALSE(tl::merge_batches(d, e));
 }
 
+TEST_CASE("open state: a later view replaces an earlier one; a row closed since is not undone; commits drop views") {
+  auto window = [](int64_t first, int32_t rank, int64_t steps) {
+    store::RankWindowRow w;
+    w.run_id = "r";
+    w.first_step = first;
+    w.last_step = first + 9;
+    w.rank = rank;
+    w.steps = steps;
+    return w;
+  };
+  auto deferred_with = [&](std::vector<store::RankWindowRow> open) {
+    tl::Batch b;
+    b.deferred = true;
+    b.open = tl::OpenState{std::move(open), {}, {}};
+    return b;
+  };
+  // Deferred into deferred: the later view replaces the earlier.
+  tl::Batch a = deferred_with({window(1, 0, 3), window(1, 1, 3)});
+  tl::Batch b = deferred_with({window(1, 0, 5)});
+  REQUIRE(tl::merge_batches(a, b));
+  REQUIRE(a.open);
+  REQUIRE(a.open->rank_windows.size() == 1);
+  CHECK(a.open->rank_windows[0].steps == 5);
+  // A deferred batch without a view, that closes a window: the earlier view loses that window.
+  tl::Batch c;
+  c.deferred = true;
+  c.metrics.rank_windows.push_back(window(1, 0, 10));  // closed: its final value
+  a.open->rank_windows.push_back(window(11, 0, 1));
+  REQUIRE(tl::merge_batches(a, c));
+  REQUIRE(a.open);
+  REQUIRE(a.open->rank_windows.size() == 1);
+  CHECK(a.open->rank_windows[0].first_step == 11);
+  tl::fold_open(a);
+  CHECK(!a.open);
+  REQUIRE(a.metrics.rank_windows.size() == 2);
+  CHECK(a.metrics.rank_windows[0].steps == 10);  // the closed row, then the view
+  CHECK(a.metrics.rank_windows[1].first_step == 11);
+  // A commit without a view of its own drops the deferred view (its rows come closed, or in a later view).
+  tl::Batch d = deferred_with({window(21, 0, 2)});
+  tl::Batch commit;
+  REQUIRE(tl::merge_batches(d, commit));
+  CHECK(!d.open);
+  CHECK(!d.deferred);
+}
+
 }  // namespace
