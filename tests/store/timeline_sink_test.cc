@@ -318,6 +318,24 @@ TEST_CASE("a later start of a stored run continues it (a restarted job), keeping
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a store write that fails fails the replay with the store's error, after the writer's wait") {
+  std::string dir = fresh_dir("store-write-fails");
+  const auto& sc = scenarios();
+  std::string db = dir + "/runlens.db";
+  replay_into({sc.dir + "/lr-a.jsonl"}, dir + "/out", db);  // creates and migrates the store
+  SqliteFile other(db);
+  other.exec("BEGIN IMMEDIATE");  // another writer holds the store past the busy timeout
+  other.exec("UPDATE runs SET status = status");
+  try {
+    replay_into({sc.dir + "/straggle.jsonl"}, dir + "/out", db);
+    FAIL("the replay did not fail");
+  } catch (const store::StoreError& e) {
+    CHECK(std::string(e.what()).find("locked") != std::string::npos);
+  }
+  other.exec("ROLLBACK");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("timeline sink parameters are checked when the pipeline is loaded") {
   std::string dir = fresh_dir("sink-params");
   for (const char* bad :
