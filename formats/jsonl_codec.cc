@@ -251,6 +251,16 @@ void encode_body(json::Writer& w, const std::shared_ptr<const StepStats>& b) {
   opt("grad_norm", b->grad_norm);
 }
 void encode_body(json::Writer&, const std::shared_ptr<const Alert>&) {}
+void encode_body(json::Writer& w, const TrainMarks& b) {
+  w.key("run_id").str(b.run_id.str());
+  w.key("step").integer(b.step);
+  auto change = [&](const char* k, const std::optional<TrainMarks::Change>& c) {
+    if (c) w.key(k).begin_object().key("before").num(c->before).key("after").num(c->after).end_object();
+  };
+  change("lr", b.lr);
+  change("loss", b.loss);
+  change("grad_norm", b.grad_norm);
+}
 
 }  // namespace
 

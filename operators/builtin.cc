@@ -13,6 +13,7 @@
 #include "operators/step_stats.h"
 #include "operators/straggler.h"
 #include "operators/throughput_regression.h"
+#include "operators/train_marks.h"
 
 namespace runlens::ops {
 
@@ -22,6 +23,7 @@ void RegisterBuiltinOperators(Registry& registry) {
   RegisterStepStats(registry);
   RegisterNanDetect(registry);
   RegisterSpikeDetect(registry);
+  RegisterTrainMarks(registry);
   RegisterThroughputRegression(registry);
   RegisterDataStarvation(registry);
   RegisterCommBottleneck(registry);

@@ -5,11 +5,34 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "operators/median.h"
 #include "operators/placement.h"
 #include "operators/run_deadlines.h"
 #include "operators/run_state.h"
 
 namespace runlens::ops {
+
+void measure_ranks(StepRecord& rec) {
+  rec.work_ms.clear();
+  rec.work_ms.reserve(rec.ranks.size());
+  for (const Step& s : rec.ranks) {
+    double w = s.step_ms;
+    if (s.has(Step::F::comm_ms)) w -= s.comm_ms;
+    if (s.has(Step::F::data_wait_ms)) w -= s.data_wait_ms;
+    rec.work_ms.push_back(w > 0 ? w : s.step_ms);
+  }
+  std::vector<double> scratch = rec.work_ms;
+  double median = scratch.empty() ? 0 : median_in_place(scratch);
+  rec.ratio_to_median.clear();
+  rec.ratio_to_median.reserve(rec.ranks.size());
+  rec.slowest_rank = -1;
+  double slowest_ms = -1;
+  for (size_t i = 0; i < rec.ranks.size(); ++i) {
+    rec.ratio_to_median.push_back(median > 0 ? rec.work_ms[i] / median : 0);
+    if (rec.work_ms[i] > slowest_ms) slowest_ms = rec.work_ms[i], rec.slowest_rank = rec.ranks[i].rank;
+  }
+}
+
 namespace {
 
 struct Pending {
@@ -197,6 +220,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
       bool have = static_cast<size_t>(rank) < p.have.size() && p.have[rank];
       if (!have) rec->missing.push_back(rank);
     }
+    measure_ranks(*rec);
     if (alert && st.world > 0) {
       for (int32_t rank : rec->missing) {
         if (st.missing.count(rank)) continue;  // already reported

@@ -23,6 +23,14 @@ struct RankJoinOptions {
   bool alert_missing = true;
 };
 
+// Fills a step record's per-rank measures (StepRecord::work_ms,
+// ratio_to_median, slowest_rank) from its ranks; rank_join does it for every
+// record it emits. A rank's own work time keeps the wall step when its waits
+// cover it all (unlike straggler_work_ms, which may give 0), so a stored
+// ratio is never 0 for a rank that reported; the two agree on every
+// consistent step.
+void measure_ranks(StepRecord& rec);
+
 void RegisterRankJoin(Registry& registry);
 std::unique_ptr<OperatorDef> MakeRankJoin(const RankJoinOptions& options);
 

@@ -16,6 +16,11 @@ CounterSnapshot snapshot(const std::string& node, const std::string& type, const
   s.queue_rows = c.queue_rows.load(std::memory_order_relaxed);
   s.queue_peak = c.queue_peak.load(std::memory_order_relaxed);
   s.queue_capacity = c.queue_capacity.load(std::memory_order_relaxed);
+  s.writer_queued = c.writer.queued.load(std::memory_order_relaxed);
+  s.writer_peak = c.writer.peak.load(std::memory_order_relaxed);
+  s.writer_waits = c.writer.waits.load(std::memory_order_relaxed);
+  s.writer_written = c.writer.written.load(std::memory_order_relaxed);
+  s.writer_errors = c.writer.errors.load(std::memory_order_relaxed);
   return s;
 }
 
@@ -37,6 +42,15 @@ std::string format_counters(const std::vector<CounterSnapshot>& rows) {
                   (unsigned long long)r.dropped[3], (unsigned long long)r.late, (unsigned long long)r.dead_lettered, q);
     out += line;
   }
+  // Sinks that write on a thread of their own (runtime/async_writer.h), below the table.
+  for (const auto& r : rows) {
+    if (r.writer_queued == 0) continue;
+    std::snprintf(
+        line, sizeof line, "writer of %s: %llu batches queued, peak %llu, %llu waits, %llu written, %llu errors\n",
+        r.node.c_str(), (unsigned long long)r.writer_queued, (unsigned long long)r.writer_peak,
+        (unsigned long long)r.writer_waits, (unsigned long long)r.writer_written, (unsigned long long)r.writer_errors);
+    out += line;
+  }
   return out;
 }
 
@@ -47,12 +61,21 @@ std::string counters_json(const std::vector<CounterSnapshot>& rows) {
     std::snprintf(line, sizeof line,
                   "{\"node\":\"%s\",\"type\":\"%s\",\"in\":%llu,\"out\":%llu,\"dropped\":{\"P0\":%llu,\"P1\":%llu,"
                   "\"P2\":%llu,\"P3\":%llu},\"late\":%llu,\"dead_lettered\":%llu,\"queue_peak\":%llu,"
-                  "\"queue_capacity\":%llu}\n",
+                  "\"queue_capacity\":%llu",
                   r.node.c_str(), r.type.c_str(), (unsigned long long)r.in, (unsigned long long)r.out,
                   (unsigned long long)r.dropped[0], (unsigned long long)r.dropped[1], (unsigned long long)r.dropped[2],
                   (unsigned long long)r.dropped[3], (unsigned long long)r.late, (unsigned long long)r.dead_lettered,
                   (unsigned long long)r.queue_peak, (unsigned long long)r.queue_capacity);
     out += line;
+    if (r.writer_queued > 0) {
+      std::snprintf(line, sizeof line,
+                    ",\"writer\":{\"queued\":%llu,\"peak\":%llu,\"waits\":%llu,\"written\":%llu,\"errors\":%llu}",
+                    (unsigned long long)r.writer_queued, (unsigned long long)r.writer_peak,
+                    (unsigned long long)r.writer_waits, (unsigned long long)r.writer_written,
+                    (unsigned long long)r.writer_errors);
+      out += line;
+    }
+    out += "}\n";
   }
   return out;
 }

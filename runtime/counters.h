@@ -14,6 +14,17 @@ namespace runlens::runtime {
 
 constexpr int kPriorities = 4;  // P0 (never shed first) .. P3
 
+// A sink's asynchronous writer (runtime/async_writer.h): batches handed to its
+// thread, the most that waited at once, pushes that waited for room, batches
+// written and writes that failed.
+struct WriterCounters {
+  std::atomic<uint64_t> queued{0};
+  std::atomic<uint64_t> peak{0};
+  std::atomic<uint64_t> waits{0};
+  std::atomic<uint64_t> written{0};
+  std::atomic<uint64_t> errors{0};
+};
+
 struct NodeCounters {
   std::atomic<uint64_t> in{0};
   std::atomic<uint64_t> out{0};
@@ -23,6 +34,7 @@ struct NodeCounters {
   std::atomic<uint64_t> queue_rows{0};      // rows queued now, over all partitions
   std::atomic<uint64_t> queue_peak{0};      // most rows ever queued in one partition's queue
   std::atomic<uint64_t> queue_capacity{0};  // per partition
+  WriterCounters writer;                    // sinks with an asynchronous writer only
 
   void add(std::atomic<uint64_t>& c, uint64_t n) { c.fetch_add(n, std::memory_order_relaxed); }
   void raise_peak(uint64_t v) {
@@ -38,6 +50,7 @@ struct CounterSnapshot {
   uint64_t in = 0, out = 0, late = 0, dead_lettered = 0;
   std::array<uint64_t, kPriorities> dropped{};
   uint64_t queue_rows = 0, queue_peak = 0, queue_capacity = 0;
+  uint64_t writer_queued = 0, writer_peak = 0, writer_waits = 0, writer_written = 0, writer_errors = 0;
   uint64_t dropped_total() const { return dropped[0] + dropped[1] + dropped[2] + dropped[3]; }
 };
 

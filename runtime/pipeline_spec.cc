@@ -371,6 +371,12 @@ class Parser {
       }
       auto spec = std::find_if(c.info->params.begin(), c.info->params.end(), [&](auto& p) { return p.name == k; });
       if (spec == c.info->params.end()) {
+        if (auto moved = catalog_.moved_param(c.type, k)) {
+          error(it->first.Mark(), path, "parameter '" + k + "' of " + c.type + " has moved: " + *moved);
+          continue;
+        }
+      }
+      if (spec == c.info->params.end()) {
         std::string hint = closest_match(k, allowed);
         std::string why = role == Role::kSource && k == "inputs" ? " (sources have no inputs)" : "";
         error(it->first.Mark(), path,

@@ -49,6 +49,11 @@ class Catalog {
   virtual const ComponentInfo* find(const std::string& type) const = 0;
   virtual std::vector<std::string> types() const = 0;
   virtual std::string kind_name(unsigned kind) const = 0;
+  // Where a parameter that `type` no longer takes went, if it moved: a load
+  // error at the parameter says so, rather than "unknown parameter".
+  virtual std::optional<std::string> moved_param(const std::string& type, const std::string& param) const {
+    return std::nullopt;
+  }
   std::string kinds_str(uint32_t mask) const;  // "[step_record, alert]"
 };
 

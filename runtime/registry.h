@@ -7,7 +7,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/operator.h"
@@ -55,6 +57,15 @@ class Registry final : public Catalog {
     entries_[t] = Entry{std::move(info), nullptr, std::move(f)};
   }
 
+  // A parameter that `type` took before and no longer does, and where it went.
+  void add_moved_param(const std::string& type, const std::string& param, std::string where) {
+    moved_[{type, param}] = std::move(where);
+  }
+  std::optional<std::string> moved_param(const std::string& type, const std::string& param) const override {
+    auto it = moved_.find({type, param});
+    return it == moved_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+
   const ComponentInfo* find(const std::string& type) const override {
     auto it = entries_.find(type);
     return it == entries_.end() ? nullptr : &it->second.info;
@@ -93,6 +104,7 @@ class Registry final : public Catalog {
     SourceFactory source;
   };
   std::map<std::string, Entry> entries_;
+  std::map<std::pair<std::string, std::string>, std::string> moved_;
   std::vector<std::string> kind_names_;
 };
 

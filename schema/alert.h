@@ -36,6 +36,12 @@ struct StepRecord {
   bool timed_out = false;              // emitted by the timeout, not by completion
   int64_t first_time_ns = 0;           // earliest rank report of this step
   std::shared_ptr<const RunInfo> run;  // null when no run_start was seen
+  // Measured by rank_join (ops::measure_ranks), by position in `ranks`: each
+  // rank's own work time (the wall step less its collective and data waits;
+  // the wall step when those cover it all) and its ratio to the step's
+  // median work (0 when the median is 0), and the slowest rank (-1: none).
+  std::vector<double> work_ms, ratio_to_median;
+  int32_t slowest_rank = -1;
 };
 
 // Per-step aggregates of one run (step_stats), spec sections 11, 28 and 58:

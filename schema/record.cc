@@ -57,9 +57,9 @@ const BodyInfo kBodies[kContractKinds] = {
 };
 #undef RUNLENS_BODYINFO_
 
-constexpr std::string_view kKindNames[] = {"run_start",   "step",       "train",      "gpu",   "node",
-                                           "collective",  "data",       "checkpoint", "event", "run_end",
-                                           "step_record", "step_stats", "alert"};
+constexpr std::string_view kKindNames[] = {"run_start",   "step",       "train",      "gpu",        "node",
+                                           "collective",  "data",       "checkpoint", "event",      "run_end",
+                                           "step_record", "step_stats", "alert",      "train_marks"};
 static_assert(std::size(kKindNames) == static_cast<size_t>(Kind::kCount));
 
 // --- content hashing ---------------------------------------------------------
@@ -117,6 +117,12 @@ uint64_t body_hash(uint64_t h, const std::shared_ptr<const StepRecord>& b) {
   return h;
 }
 uint64_t hash_of(uint64_t h, const std::optional<double>& v) { return v ? hash_of(mix(h, 1), *v) : mix(h, 2); }
+uint64_t body_hash(uint64_t h, const TrainMarks& b) {
+  h = hash_of(hash_of(h, b.run_id), b.step);
+  for (const auto* c : {&b.lr, &b.loss, &b.grad_norm})
+    h = *c ? hash_of(hash_of(mix(h, 1), (*c)->before), (*c)->after) : mix(h, 2);
+  return h;
+}
 template <class T>
 uint64_t hash_opt(uint64_t h, const std::optional<T>& v) {
   return v ? hash_of(mix(h, 1), *v) : mix(h, 2);
@@ -189,6 +195,8 @@ Locator locate(const Record& r) {
           if (b.has(B::F::gpu)) l.gpu = b.gpu;
         } else if constexpr (std::is_same_v<B, RunEnd>) {
           l.run = b.run_id;
+        } else if constexpr (std::is_same_v<B, TrainMarks>) {
+          l.run = b.run_id, l.step = b.step, l.rank = INT32_MAX;  // after the train rows of its step
         } else if constexpr (std::is_same_v<B, std::shared_ptr<const RunStart>>) {
           l.run = b->run_id;
         } else if constexpr (std::is_same_v<B, std::shared_ptr<const StepRecord>> ||
@@ -242,6 +250,7 @@ Priority Record::priority() const {
     case Kind::kStep:
     case Kind::kStepRecord:
     case Kind::kStepStats:
+    case Kind::kTrainMarks:
       return Priority::kP1;
     case Kind::kTrain: {
       const Train& t = as<Train>();
@@ -298,9 +307,14 @@ uint64_t content_hash(const Record& r) {
   return std::visit([&](const auto& b) { return body_hash(h, b); }, r.body);
 }
 
+// The kind a row sorts with: its own, or the kind of the row it annotates.
+size_t order_kind(const Record& r) {
+  return r.kind() == Kind::kTrainMarks ? static_cast<size_t>(Kind::kTrain) : r.body.index();
+}
+
 int compare_canonical(const Record& a, const Record& b) {
   if (int c = cmp(a.time_ns, b.time_ns)) return c;
-  if (int c = cmp(a.body.index(), b.body.index())) return c;
+  if (int c = cmp(order_kind(a), order_kind(b))) return c;
   Locator la = locate(a), lb = locate(b);
   if (int c = Symbol::compare(la.run, lb.run)) return c;
   if (int c = cmp(la.step, lb.step)) return c;
@@ -308,6 +322,7 @@ int compare_canonical(const Record& a, const Record& b) {
   if (int c = Symbol::compare(la.node, lb.node)) return c;
   if (int c = cmp(la.gpu, lb.gpu)) return c;
   if (int c = Symbol::compare(la.kind, lb.kind)) return c;
+  if (int c = cmp(a.body.index(), b.body.index())) return c;  // an annotation and its row never tie (rank)
   if (int c = Symbol::compare(a.tenant, b.tenant)) return c;
   return cmp(content_hash(a), content_hash(b));
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -220,6 +221,23 @@ struct StepRecord;
 struct StepStats;
 struct Alert;
 
+// What one run's train series did at one step (train_marks): an LR change
+// (a step-to-step factor that breaks the trend of the step before) and loss
+// or gradient-norm jumps (a factor over the previous step's value), each as
+// the value before and the value at the step. The timeline keeps them as
+// lr_change, loss_jump and grad_norm_jump entries. Emitted at the time of the
+// train row it describes, and sorted right after it (compare_canonical).
+struct TrainMarks {
+  struct Change {
+    double before = 0, after = 0;
+    bool operator==(const Change&) const = default;
+  };
+  Symbol run_id;
+  int64_t step = 0;
+  std::optional<Change> lr, loss, grad_norm;
+  bool operator==(const TrainMarks&) const = default;
+};
+
 // Kinds of rows that travel through a pipeline: the ten contract types, then
 // the rows operators derive. The numeric value is the runtime's row kind.
 enum class Kind : uint8_t {
@@ -236,6 +254,7 @@ enum class Kind : uint8_t {
   kStepRecord,  // one step of one run joined across ranks (rank_join)
   kStepStats,   // per-step aggregates of a run (step_stats)
   kAlert,       // an alert or diagnosis (alert contract v1)
+  kTrainMarks,  // LR changes and loss / grad-norm jumps of a train row (train_marks)
   kCount
 };
 constexpr int kContractKinds = 10;
@@ -253,7 +272,7 @@ struct Record {
   Symbol tenant;  // empty means "default"
   std::variant<std::shared_ptr<const RunStart>, Step, Train, Gpu, NodeSample, Collective, DataSample, Checkpoint,
                Occurrence, RunEnd, std::shared_ptr<const StepRecord>, std::shared_ptr<const StepStats>,
-               std::shared_ptr<const Alert>>
+               std::shared_ptr<const Alert>, TrainMarks>
       body;
 
   Kind kind() const { return static_cast<Kind>(body.index()); }
@@ -277,7 +296,10 @@ struct Record {
 
 // Canonical total order: event time first, then kind, then content. Every
 // operator sees its input in this order, which is what makes output
-// independent of thread count, batch size and arrival order.
+// independent of thread count, batch size and arrival order. A row that
+// annotates another (train_marks: a train row) sorts with the kind it
+// annotates, after every row of that kind with its run and step: a consumer
+// of both sees the annotation where the annotated row was.
 int compare_canonical(const Record& a, const Record& b);
 
 // 64-bit fingerprint of a record's content (text of symbols, not their ids).

@@ -65,11 +65,25 @@ struct Codec<RunInfo> {
 template <>
 struct Codec<StepRecord> {
   static void encode(Writer& w, const StepRecord& v) {
-    w(v.run_id, v.step, v.world_size, v.ranks, v.missing, v.timed_out, v.first_time_ns, v.run);
+    w(v.run_id, v.step, v.world_size, v.ranks, v.missing, v.timed_out, v.first_time_ns, v.run, v.work_ms,
+      v.ratio_to_median, v.slowest_rank);
   }
   static void decode(Reader& r, StepRecord& v) {
-    r(v.run_id, v.step, v.world_size, v.ranks, v.missing, v.timed_out, v.first_time_ns, v.run);
+    r(v.run_id, v.step, v.world_size, v.ranks, v.missing, v.timed_out, v.first_time_ns, v.run, v.work_ms,
+      v.ratio_to_median, v.slowest_rank);
   }
+};
+
+template <>
+struct Codec<TrainMarks::Change> {
+  static void encode(Writer& w, const TrainMarks::Change& v) { w(v.before, v.after); }
+  static void decode(Reader& r, TrainMarks::Change& v) { r(v.before, v.after); }
+};
+
+template <>
+struct Codec<TrainMarks> {
+  static void encode(Writer& w, const TrainMarks& v) { w(v.run_id, v.step, v.lr, v.loss, v.grad_norm); }
+  static void decode(Reader& r, TrainMarks& v) { r(v.run_id, v.step, v.lr, v.loss, v.grad_norm); }
 };
 
 template <>

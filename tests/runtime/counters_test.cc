@@ -82,6 +82,31 @@ TEST_CASE("format_counters prints a header and one row per node") {
   CHECK(lines[2].size() == lines[0].size());
 }
 
+TEST_CASE("a sink's asynchronous writer: copied by snapshot, a line below the table, an object in the JSON") {
+  rt::NodeCounters c;
+  c.add(c.writer.queued, 12);
+  c.writer.peak.store(2);
+  c.add(c.writer.waits, 3);
+  c.add(c.writer.written, 11);
+  c.add(c.writer.errors, 1);
+  auto s = rt::snapshot("store", "timeline", c);
+  CHECK(s.writer_queued == 12);
+  CHECK(s.writer_peak == 2);
+  CHECK(s.writer_waits == 3);
+  CHECK(s.writer_written == 11);
+  CHECK(s.writer_errors == 1);
+  rt::CounterSnapshot plain;
+  plain.node = "op";
+  plain.type = "sum";
+  std::string t = rt::format_counters({plain, s});
+  CHECK(t.substr(t.rfind('\n', t.size() - 2) + 1) ==
+        "writer of store: 12 batches queued, peak 2, 3 waits, 11 written, 1 errors\n");
+  CHECK(t.find("writer of op") == std::string::npos);  // nodes without a writer: no line
+  std::string j = rt::counters_json({s});
+  CHECK(j.find(",\"queue_capacity\":0,\"writer\":{\"queued\":12,\"peak\":2,\"waits\":3,\"written\":11,"
+               "\"errors\":1}}\n") != std::string::npos);
+}
+
 TEST_CASE("counters_json writes one JSON object per node") {
   rt::CounterSnapshot a;
   a.node = "op";

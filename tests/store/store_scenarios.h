@@ -71,8 +71,8 @@ inline std::string write_jsonl(const std::string& path, const std::vector<Record
   return path;
 }
 
-// A pipeline of the core operators (join, straggler, nan_detect, step_stats)
-// and the store sink with `store_params` (YAML lines, e.g.
+// A pipeline of the core operators (join, straggler, nan_detect, step_stats,
+// train_marks) and the store sink with `store_params` (YAML lines, e.g.
 // "failure_window_steps: 20"), so that what the store keeps does not depend
 // on which detectors the shipped pipeline carries.
 inline std::string store_pipeline(const std::string& dir, const std::string& store_params = "") {
@@ -86,11 +86,12 @@ inline std::string store_pipeline(const std::string& dir, const std::string& sto
       "  stragglers: {type: straggler, inputs: [join]}\n"
       "  nan: {type: nan_detect, inputs: [telemetry]}\n"
       "  stats: {type: step_stats, inputs: [join, telemetry]}\n"
+      "  marks: {type: train_marks, inputs: [telemetry]}\n"
       "sinks:\n"
       "  alerts: {type: jsonl, inputs: [join, stragglers, nan], path: \"${RUNLENS_OUT}/alerts.jsonl\"}\n"
       "  store:\n"
       "    type: timeline\n"
-      "    inputs: [telemetry, join, stats, stragglers, nan]\n";
+      "    inputs: [telemetry, join, stats, marks, stragglers, nan]\n";
   size_t start = 0;
   while (start < store_params.size()) {
     size_t nl = store_params.find('\n', start);

@@ -318,25 +318,62 @@ TEST_CASE("a later start of a stored run continues it (a restarted job), keeping
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("a store write that fails fails the replay with the store's error, after the writer's wait") {
+  std::string dir = fresh_dir("store-write-fails");
+  const auto& sc = scenarios();
+  std::string db = dir + "/runlens.db";
+  replay_into({sc.dir + "/lr-a.jsonl"}, dir + "/out", db);  // creates and migrates the store
+  SqliteFile other(db);
+  other.exec("BEGIN IMMEDIATE");  // another writer holds the store past the busy timeout
+  other.exec("UPDATE runs SET status = status");
+  try {
+    replay_into({sc.dir + "/straggle.jsonl"}, dir + "/out", db);
+    FAIL("the replay did not fail");
+  } catch (const store::StoreError& e) {
+    CHECK(std::string(e.what()).find("locked") != std::string::npos);
+  }
+  other.exec("ROLLBACK");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("timeline sink parameters are checked when the pipeline is loaded") {
   std::string dir = fresh_dir("sink-params");
-  // The parameter is line 15 of the pipeline; the position is its value's.
+  // The parameter is line 16 of the pipeline; the position is its value's.
   const std::pair<const char*, const char*> cases[] = {
-      {"rollups: [10s]", ":15:14: error: expected RESOLUTION:RETENTION (e.g. 1m:30d), got '10s' (in sinks.store)"},
-      {"rollups: [1h:10s]", ":15:14: error: retention shorter than the resolution in '1h:10s' (in sinks.store)"},
+      {"rollups: [10s]", ":16:14: error: expected RESOLUTION:RETENTION (e.g. 1m:30d), got '10s' (in sinks.store)"},
+      {"rollups: [1h:10s]", ":16:14: error: retention shorter than the resolution in '1h:10s' (in sinks.store)"},
       {"rollups: [fast:1d]",
-       ":15:14: error: expected durations such as 10s, 1m, 1h or 30d in 'fast:1d' (in sinks.store)"},
+       ":16:14: error: expected durations such as 10s, 1m, 1h or 30d in 'fast:1d' (in sinks.store)"},
       {"failure_window_steps: 0",
-       ":15:27: error: invalid value for 'failure_window_steps': must be at least 1.000000, got 0 (in "
+       ":16:27: error: invalid value for 'failure_window_steps': must be at least 1.000000, got 0 (in "
        "sinks.store.failure_window_steps)"},
       {"commit_rows: 0",
-       ":15:18: error: invalid value for 'commit_rows': must be at least 1.000000, got 0 (in "
+       ":16:18: error: invalid value for 'commit_rows': must be at least 1.000000, got 0 (in "
        "sinks.store.commit_rows)"},
   };
   for (const auto& [bad, error] : cases) {
     std::string path = store_pipeline(dir, bad);
     // Types and ranges are checked by the parser, the rest by the factory: both when the pipeline is loaded.
     CHECK_THROWS_WITH_AS(load_pipeline(path, {{"RUNLENS_OUT", dir}}), (path + error).c_str(), runtime::ConfigError);
+  }
+  // The series thresholds moved to train_marks: loading says where, at the parameter.
+  for (const char* moved : {"lr_change_ratio: 2", "jump_ratio: 5"}) {
+    std::string path = store_pipeline(dir, moved);
+    std::string name = std::string(moved).substr(0, std::string(moved).find(':'));
+    try {
+      load_pipeline(path, {{"RUNLENS_OUT", dir}});
+      FAIL("no error for " << moved);
+    } catch (const runtime::ConfigError& e) {
+      REQUIRE(e.diagnostics().size() == 1);
+      const auto& d = e.diagnostics()[0];
+      CHECK(d.where.file == path);
+      CHECK(d.where.line == 16);  // the sink's parameters follow its inputs (store_pipeline)
+      CHECK(d.where.column == 5);
+      CHECK(d.path == "sinks.store");
+      CHECK(d.message == "parameter '" + name +
+                             "' of timeline has moved: set it on a train_marks operator and list that operator in "
+                             "this sink's inputs (docs/storage.md)");
+    }
   }
   store::RollupTier tier;
   std::string why;

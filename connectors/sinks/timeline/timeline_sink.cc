@@ -1,26 +1,13 @@
 #include "connectors/sinks/timeline/timeline_sink.h"
 
-#include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <filesystem>
-#include <map>
-#include <mutex>
-#include <set>
-#include <thread>
-#include <unordered_map>
+#include <optional>
 
-#include "formats/json_writer.h"
-#include "formats/jsonl_codec.h"
-#include "operators/median.h"
+#include "runtime/async_writer.h"
 #include "runtime/params.h"
-#include "schema/number_format.h"
-#include "schema/vocabulary.h"
 
 namespace runlens::connectors {
 
@@ -55,81 +42,12 @@ bool parse_rollup_tier(const std::string& text, store::RollupTier* out, std::str
 
 namespace {
 
-using store::Agg;
-
-// A rank's own work time: the wall step minus the time spent waiting on the
-// collective and the data loader. Unlike ops::straggler_work_ms (which
-// step_stats and straggler use) it keeps the wall step when the waits cover it
-// all, so a stored ratio is never 0; the two agree on every consistent step.
-double work_ms(const Step& s) {
-  double w = s.step_ms;
-  if (s.has(Step::F::comm_ms)) w -= s.comm_ms;
-  if (s.has(Step::F::data_wait_ms)) w -= s.data_wait_ms;
-  return w > 0 ? w : s.step_ms;
-}
-
-double median_of(std::vector<double> v) { return v.empty() ? 0 : ops::median_in_place(v); }
-
-std::string hex16(uint64_t h) {
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
-// Short numbers for summaries: 0.0003 -> "3e-04", 1903.4 -> "1903".
-std::string num(double v) { return fmt_num(v, NumberStyle::kShortWhole); }
-
-std::string value_text(const Value& v) { return v.kind == Value::Kind::kNumber ? num(v.number) : v.text; }
-
-bool critical_event(std::string_view kind) {
-  return kind == event_kind::kXid || kind == event_kind::kOom || kind == event_kind::kNcclTimeout ||
-         kind == event_kind::kException || kind == event_kind::kAbort;
-}
-
-struct RunState {
-  store::RunRow row;
-  bool started = false;  // a run_start was seen (rows of a run may come before it)
-  bool config_sent = false;
-  bool dirty = false;
-  bool ended = false;
-  std::vector<RankPlacement> placement;  // by rank
-  std::optional<int64_t> latest_step;
-  // Train series, for the timeline's marks.
-  int64_t last_train_step = INT64_MIN;
-  std::optional<double> lr1, lr2;  // the previous LR and the one before
-  std::optional<double> prev_loss, prev_grad;
-  bool non_finite = false;
-  std::optional<int64_t> lr_noted_step;  // step of the last LR entry (inferred here, or a config_change)
-  // Rank rows: the last steps, kept whole until a failure window wants them.
-  std::deque<std::shared_ptr<const StepRecord>> recent;
-  int64_t keep_until_step = INT64_MIN;
-  // Per-rank summaries of the two latest windows of steps (by first step);
-  // older ones are closed. A step record for a closed window is added to it.
-  std::map<int64_t, std::vector<store::RankWindowRow>> windows;
-  // The open incident.
-  std::optional<store::IncidentRow> incident;
-};
-
-struct RollupKey {
-  uint32_t node;
-  int32_t gpu;
-  bool operator==(const RollupKey&) const = default;
-};
-struct RollupKeyHash {
-  size_t operator()(const RollupKey& k) const {
-    return std::hash<uint64_t>()((uint64_t{k.node} << 32) ^ uint32_t(k.gpu));
-  }
-};
-
-// What one commit writes.
-struct Batch {
-  store::GraphBatch graph;
-  store::MetricBatch metrics;
-};
-
-class TimelineSink final : public Operator {
+// Feeds rows to the run-graph builder (timeline/run_graph.h) and hands its
+// batches to the store through an asynchronous writer; everything here runs
+// on the thread the runtime calls the sink on, but the writes.
+class TimelineSink final : public Operator, private timeline::Output {
  public:
-  explicit TimelineSink(const TimelineSinkOptions& o) : o_(o) {
+  TimelineSink(const TimelineSinkOptions& o, const runtime::OperatorContext& ctx) : o_(o) {
     std::error_code ec;
     for (const std::string& p : {o_.timeline_path}) {
       auto parent = std::filesystem::path(p).parent_path();
@@ -148,907 +66,78 @@ class TimelineSink final : public Operator {
             {runtime::Diagnostic{{}, "", "cannot create " + o_.timeline_path + ": " + std::strerror(errno)}});
       }
     }
-    gpu_rollups_.resize(o_.rollups.size());
-    node_rollups_.resize(o_.rollups.size());
-    last_commit_ = last_prune_ = std::chrono::steady_clock::now();
-    last_open_shown_ = last_commit_ - std::chrono::hours(1);  // the first commit shows it
-    writer_ = std::thread([this] { write_loop(); });
+    runtime::AsyncWriter<timeline::Batch>::Options w;
+    w.capacity = 2;  // the pipeline waits on the disk only when two commits are already waiting
+    w.write = [this](timeline::Batch& b) {
+      timeline::fold_open(b);
+      // The graph first: a reader that sees rank rows also sees their run.
+      store_.graph->write(b.graph);
+      store_.metrics->write(b.metrics);
+    };
+    w.merge = &timeline::merge_batches;
+    w.counters = ctx.counters ? &ctx.counters->writer : nullptr;
+    writer_.emplace(std::move(w));
+    builder_.emplace(o_.graph, static_cast<timeline::Output*>(this));
   }
   ~TimelineSink() override {
-    stop_writer();
+    builder_.reset();
+    writer_.reset();  // writes what was handed over, then joins
     if (timeline_file_) std::fclose(timeline_file_);
   }
 
   void process(const Record& r, Emitter&) override {
-    std::lock_guard lock(mu_);
-    switch (r.kind()) {
-      case Kind::kRunStart:
-        on_run_start(r);
-        break;
-      case Kind::kTrain:
-        on_train(r);
-        break;
-      case Kind::kStepStats:
-        on_step_stats(r);
-        break;
-      case Kind::kStepRecord:
-        on_step_record(r);
-        break;
-      case Kind::kCheckpoint:
-        on_checkpoint(r);
-        break;
-      case Kind::kEvent:
-        on_event(r);
-        break;
-      case Kind::kGpu:
-        on_gpu(r);
-        break;
-      case Kind::kNode:
-        on_node(r);
-        break;
-      case Kind::kAlert:
-        on_alert(r);
-        break;
-      case Kind::kRunEnd:
-        on_run_end(r);
-        break;
-      default:
-        break;
-    }
-    if (pending_ >= o_.commit_rows) commit(false);
+    writer_->check();  // a failed write fails the pipeline at the next row
+    builder_->add(r);
   }
-
   void on_watermark(int64_t, Emitter&) override {
-    std::lock_guard lock(mu_);
-    if (std::chrono::steady_clock::now() - last_commit_ >= std::chrono::nanoseconds(o_.commit_interval_ns))
-      commit(false);
+    writer_->check();
+    builder_->on_watermark();
   }
-
   void finish(Emitter&) override {
-    std::unique_lock lock(mu_);
-    for (auto& [sym, st] : runs_) {
-      if (!st.ended) keep_recent(sym, st);
-    }
-    for (auto& tier : gpu_rollups_) {
-      for (auto& [k, row] : tier) metrics_.gpu_rollups.push_back(row);
-      tier.clear();
-    }
-    for (auto& tier : node_rollups_) {
-      for (auto& [k, row] : tier) metrics_.node_rollups.push_back(row);
-      tier.clear();
-    }
-    metrics_.prune = o_.rollups;
-    commit(true);
-    lock.unlock();
-    stop_writer();
-    if (writer_error_) std::rethrow_exception(writer_error_);
+    builder_->finish();
+    writer_->close();  // rethrows a failed write
   }
 
  private:
-  // --- run graph -------------------------------------------------------------------------
-
-  RunState& state(Symbol run, const Record& r) {
-    auto it = runs_.find(run);
-    if (it != runs_.end()) return it->second;
-    RunState& st = runs_[run];
-    st.row.run_id = run.string();
-    st.row.tenant = r.tenant.string();
-    st.row.started_ns = r.time_ns;
-    st.row.last_time_ns = r.time_ns;
-    return st;
+  // --- timeline::Output: the builder's batches ------------------------------------------
+  void write(timeline::Batch b) override {
+    write_lines(b);
+    writer_->push(std::move(b));
+  }
+  void write_deferred(timeline::Batch b, std::chrono::steady_clock::time_point deadline) override {
+    write_lines(b);
+    writer_->push_deferred(std::move(b), deadline);
+  }
+  std::optional<store::RunRow> stored_run(const std::string& run_id) override {
+    writer_->drain();
+    return reader_.graph->run(run_id);
   }
 
-  void touch(RunState& st, int64_t t) {
-    st.row.last_time_ns = std::max(st.row.last_time_ns, t);
-    st.dirty = true;
-  }
-
-  void on_run_start(const Record& r) {
-    const RunStart& rs = r.run_start();
-    auto seen = runs_.find(rs.run_id);
-    bool again = seen != runs_.end() && seen->second.started;
-    RunState& st = state(rs.run_id, r);
-    st.started = true;
-    if (!again) {
-      // Another process may have written this run before: the same run
-      // replayed again is replaced; a later start of it continues it.
-      commit(false);
-      drain();
-      if (auto stored = reader_.graph->run(st.row.run_id)) {
-        if (stored->started_ns == r.time_ns) {
-          graph_.replace_runs.push_back(st.row.run_id);
-          metrics_.replace_runs.push_back(st.row.run_id);
-        } else {
-          st.row = *stored;
-          st.row.config.clear();
-          st.latest_step = stored->step;
-          again = true;
-        }
-      }
-    }
-    store::RunRow& row = st.row;
-    if (again) {
-      reset_series(st);
-      row.restarts += 1;
-      row.status = "running";
-      row.ended_ns.reset();
-      row.end_reason.clear();
-      st.ended = false;
-    } else {
-      row.started_ns = r.time_ns;
-    }
-    row.experiment_id = rs.experiment_id.string();
-    row.job_id = rs.job_id.string();
-    row.model_id = rs.model_id.string();
-    row.model_version = rs.model_version.string();
-    row.dataset_version = rs.dataset_version.string();
-    row.code_commit = rs.code_commit;
-    row.world_size = rs.world_size;
-    if (rs.has(RunStart::F::gpu_peak_flops)) row.gpu_peak_flops = rs.gpu_peak_flops;
-    if (rs.has(RunStart::F::model_flops_per_token)) row.model_flops_per_token = rs.model_flops_per_token;
-    row.config = rs.config;
-    st.config_sent = false;
-    touch(st, r.time_ns);
-
-    st.placement.assign(static_cast<size_t>(std::max(rs.world_size, 0)), RankPlacement{0, Symbol(), -1});
-    for (const auto& p : rs.ranks) {
-      if (p.rank < 0 || p.rank >= rs.world_size) continue;
-      st.placement[static_cast<size_t>(p.rank)] = p;
-      graph_.allocations.push_back({row.run_id, p.rank, p.node.string(), p.gpu});
-      if (!p.node.empty()) on_node_of_[p.node].push_back({rs.run_id, p.gpu});
-    }
-    pending_ += static_cast<int64_t>(rs.ranks.size());
-
-    std::set<std::string_view> nodes;
-    for (const auto& p : rs.ranks) nodes.insert(p.node.str());
-    std::string summary =
-        std::string(again ? "run started again" : "run started") + ": " + std::to_string(rs.world_size) + " ranks";
-    if (!nodes.empty()) summary += " on " + std::to_string(nodes.size()) + " nodes";
-    if (!row.model_id.empty())
-      summary += ", model " + row.model_id + (row.model_version.empty() ? "" : ":" + row.model_version);
-    if (!row.dataset_version.empty()) summary += ", dataset " + row.dataset_version;
-    if (!row.code_commit.empty()) summary += ", code " + row.code_commit;
-    std::string detail;
-    json::Writer w(&detail);
-    w.begin_object();
-    if (!rs.config.empty()) {
-      w.key("config").begin_object();
-      for (const auto& [k, v] : rs.config) {
-        w.key(k);
-        if (v.kind == Value::Kind::kNumber)
-          w.num(v.number);
-        else
-          w.str(v.text);
-      }
-      w.end_object();
-    }
-    w.end_object();
-    add_entry(st, r.time_ns, st.latest_step, again ? "restart" : "run_start", again ? "warning" : "info", summary, "",
-              detail);
-  }
-
-  void on_train(const Record& r) {
-    const Train& t = r.as<Train>();
-    RunState& st = state(t.run_id, r);
-    touch(st, r.time_ns);
-    bump_step(st, t.step);
-    // Several ranks may report a step's train metrics: the first report counts.
-    if (t.step <= st.last_train_step) return;
-    st.last_train_step = t.step;
-    store::RunRow& row = st.row;
-    if (t.has(Train::F::loss)) row.loss = t.loss;
-    if (t.has(Train::F::val_loss)) row.val_loss = t.val_loss;
-    if (t.has(Train::F::lr)) row.lr = t.lr;
-    if (t.has(Train::F::grad_norm)) row.grad_norm = t.grad_norm;
-
-    bool bad_loss = t.has(Train::F::loss) && !std::isfinite(t.loss);
-    bool bad_grad = t.has(Train::F::grad_norm) && !std::isfinite(t.grad_norm);
-    bool counted = (t.has(Train::F::nan_count) && t.nan_count > 0) || (t.has(Train::F::inf_count) && t.inf_count > 0);
-    if (bad_loss || bad_grad || counted) {
-      if (!st.non_finite) {
-        std::string s = "non-finite values at step " + std::to_string(t.step) + ":";
-        if (t.has(Train::F::loss)) s += " loss " + num(t.loss);
-        if (t.has(Train::F::grad_norm)) s += " grad_norm " + num(t.grad_norm);
-        if (t.has(Train::F::nan_count) && t.nan_count > 0) s += " nan_count " + std::to_string(t.nan_count);
-        if (t.has(Train::F::inf_count) && t.inf_count > 0) s += " inf_count " + std::to_string(t.inf_count);
-        add_entry(st, r.time_ns, t.step, "non_finite", "critical", s, "", "");
-      }
-      st.non_finite = true;
-    } else {
-      st.non_finite = false;
-    }
-
-    // An LR change is a step-to-step factor beyond lr_change_ratio that also
-    // breaks the trend of the step before (so warm-up and decay are not changes).
-    if (t.has(Train::F::lr) && std::isfinite(t.lr) && t.lr > 0) {
-      if (st.lr1 && st.lr2 && *st.lr1 > 0 && *st.lr2 > 0) {
-        double step_log = std::log(t.lr / *st.lr1), trend_log = std::log(*st.lr1 / *st.lr2);
-        double limit = std::log(o_.lr_change_ratio);
-        bool noted = st.lr_noted_step && t.step - *st.lr_noted_step <= 3;  // an explicit config_change said so
-        if (std::fabs(step_log) > limit && std::fabs(step_log - trend_log) > limit && !noted) {
-          st.lr_noted_step = t.step;
-          std::string detail;
-          json::Writer(&detail)
-              .begin_object()
-              .key("old")
-              .num(*st.lr1)
-              .key("new")
-              .num(t.lr)
-              .key("factor")
-              .num(t.lr / *st.lr1)
-              .end_object();
-          add_entry(st, r.time_ns, t.step, "lr_change", "warning",
-                    "learning rate changed " + num(*st.lr1) + " -> " + num(t.lr) + " (" + num(t.lr / *st.lr1) + "x)",
-                    "", detail);
-        }
-      }
-      st.lr2 = st.lr1;
-      st.lr1 = t.lr;
-    }
-    auto jump = [&](bool has, double v, std::optional<double>* prev, const char* kind, const char* name) {
-      if (!has || !std::isfinite(v)) return;
-      if (*prev && **prev > 0 && v > o_.jump_ratio * **prev) {
-        std::string detail;
-        json::Writer(&detail).begin_object().key("old").num(**prev).key("new").num(v).end_object();
-        add_entry(st, r.time_ns, t.step, kind, "warning",
-                  std::string(name) + " jumped " + num(**prev) + " -> " + num(v) + " (" + num(v / **prev) + "x)", "",
-                  detail);
-      }
-      *prev = v;
-    };
-    jump(t.has(Train::F::loss), t.loss, &st.prev_loss, "loss_jump", "loss");
-    jump(t.has(Train::F::grad_norm), t.grad_norm, &st.prev_grad, "grad_norm_jump", "gradient norm");
-  }
-
-  void on_step_stats(const Record& r) {
-    const StepStats& s = r.step_stats();
-    RunState& st = state(s.run_id, r);
-    touch(st, r.time_ns);
-    bump_step(st, s.step);
-    if (st.row.world_size == 0) st.row.world_size = s.world_size;
-    st.row.tokens_processed += s.tokens;
-    if (s.mfu) st.row.mfu = s.mfu;
-    if (s.tokens_per_s) st.row.tokens_per_s = s.tokens_per_s;
-    store::StepRow row;
-    row.time_ns = r.time_ns;
-    row.stats = s;
-    row.stats.run.reset();
-    graph_.steps.push_back(std::move(row));
-    ++pending_;
-  }
-
-  void on_step_record(const Record& r) {
-    auto rec = std::get<std::shared_ptr<const StepRecord>>(r.body);
-    RunState& st = state(rec->run_id, r);
-    touch(st, r.time_ns);
-    bump_step(st, rec->step);
-    if (st.row.world_size == 0) st.row.world_size = rec->world_size;
-    accumulate_windows(st, *rec);
-    if (rec->step <= st.keep_until_step) rank_rows(st, *rec, rec->first_time_ns, "failure");
-    st.recent.push_back(rec);
-    while (static_cast<int64_t>(st.recent.size()) > o_.failure_window_steps + 16) st.recent.pop_front();
-  }
-
-  void on_checkpoint(const Record& r) {
-    const Checkpoint& c = r.as<Checkpoint>();
-    RunState& st = state(c.run_id, r);
-    touch(st, r.time_ns);
-    store::CheckpointRow row;
-    row.run_id = st.row.run_id;
-    row.checkpoint_id = c.checkpoint_id.string();
-    if (c.has(Checkpoint::F::step)) row.step = c.step;
-    row.time_ns = r.time_ns;
-    if (c.has(Checkpoint::F::duration_ms)) row.duration_ms = c.duration_ms;
-    if (c.has(Checkpoint::F::upload_ms)) row.upload_ms = c.upload_ms;
-    if (c.has(Checkpoint::F::size_bytes)) row.size_bytes = c.size_bytes;
-    if (c.has(Checkpoint::F::ok)) row.ok = c.ok;
-    row.uri = c.uri;
-    row.sha256 = c.sha256;
-    bool failed = row.ok && !*row.ok;
-    if (!failed) st.row.last_checkpoint_id = row.checkpoint_id;
-    if (!row.uri.empty()) {
-      store::ArtifactRow a;
-      a.artifact_id = "art-" + hex16(fnv1a(row.uri, fnv1a("checkpoint", fnv1a(row.run_id))));
-      a.run_id = row.run_id;
-      a.artifact_type = "checkpoint";
-      a.object_uri = row.uri;
-      a.checksum = row.sha256.empty() ? "" : "sha256:" + row.sha256;
-      a.created_at_ns = r.time_ns;
-      a.checkpoint_id = row.checkpoint_id;
-      graph_.artifacts.push_back(std::move(a));
-    }
-    std::string s = std::string(failed ? "checkpoint FAILED: " : "checkpoint saved: ") + row.checkpoint_id;
-    if (row.step) s += " at step " + std::to_string(*row.step);
-    if (row.duration_ms) s += ", " + num(*row.duration_ms / 1000) + " s";
-    if (row.size_bytes) s += ", " + num(static_cast<double>(*row.size_bytes) / (1 << 30)) + " GiB";
-    if (row.step) bump_step(st, *row.step);
-    add_entry(st, r.time_ns, row.step ? row.step : st.latest_step, "checkpoint", failed ? "critical" : "info", s,
-              row.checkpoint_id, "");
-    graph_.checkpoints.push_back(std::move(row));
-    ++pending_;
-  }
-
-  void on_event(const Record& r) {
-    const Occurrence& e = r.as<Occurrence>();
-    std::string kind = e.kind.string();
-    std::string s = kind;
-    if (kind == event_kind::kConfigChange && e.has(Occurrence::F::key)) {
-      s = "config changed: " + e.key.string();
-      if (e.has(Occurrence::F::old)) s += " " + value_text(e.old);
-      if (e.has(Occurrence::F::new_)) s += " -> " + value_text(e.new_);
-    } else {
-      if (e.has(Occurrence::F::code)) s += " " + std::to_string(e.code);
-      if (!e.node.empty()) s += " on " + e.node.string();
-      if (e.has(Occurrence::F::gpu)) s += " GPU " + std::to_string(e.gpu);
-      if (e.has(Occurrence::F::rank)) s += " (rank " + std::to_string(e.rank) + ")";
-      if (!e.message.empty()) s += ": " + e.message;
-    }
-    std::string detail;
-    json::Writer w(&detail);
-    w.begin_object();
-    if (!e.node.empty()) w.key("node").str(e.node.str());
-    if (e.has(Occurrence::F::gpu)) w.key("gpu").integer(e.gpu);
-    if (e.has(Occurrence::F::rank)) w.key("rank").integer(e.rank);
-    if (e.has(Occurrence::F::code)) w.key("code").integer(e.code);
-    if (!e.message.empty()) w.key("message").str(e.message);
-    if (!e.key.empty()) w.key("key").str(e.key.str());
-    auto value = [&](const char* k, const Value& v) {
-      w.key(k);
-      if (v.kind == Value::Kind::kNumber)
-        w.num(v.number);
-      else
-        w.str(v.text);
-    };
-    if (e.has(Occurrence::F::old)) value("old", e.old);
-    if (e.has(Occurrence::F::new_)) value("new", e.new_);
-    w.end_object();
-    if (detail == "{}") detail.clear();
-    std::string severity = critical_event(kind) ? "critical" : kind == event_kind::kRestart ? "warning" : "info";
-    static const Symbol kLr = Symbol::intern("lr");
-    auto entry = [&](RunState& st) {
-      touch(st, r.time_ns);
-      if (kind == event_kind::kConfigChange && e.key == kLr) {
-        // One LR change, one entry: an operator may infer the change this sink marked already.
-        int64_t step = e.has(Occurrence::F::step) ? e.step : st.latest_step.value_or(0);
-        if (st.lr_noted_step && std::llabs(step - *st.lr_noted_step) <= 1) return;
-        st.lr_noted_step = step;
-      }
-      if (e.has(Occurrence::F::step)) bump_step(st, e.step);
-      if (kind == event_kind::kRestart) st.row.restarts += 1, reset_series(st);
-      add_entry(st, r.time_ns, e.has(Occurrence::F::step) ? std::optional<int64_t>(e.step) : st.latest_step, kind,
-                severity, s, "", detail);
-    };
-    if (!e.run_id.empty()) return entry(state(e.run_id, r));
-    // A node-level event belongs to the runs placed on that node (and GPU).
-    for (Symbol run : runs_on(e.node, e.has(Occurrence::F::gpu) ? e.gpu : -1)) entry(runs_.at(run));
-  }
-
-  void on_alert(const Record& r) {
-    const Alert& a = r.alert();
-    store::StoredAlert sa;
-    sa.alert = a;
-    jsonl::encode_alert(a, &sa.json);
-    std::vector<Symbol> runs;
-    if (!a.run_id.empty())
-      runs.push_back(a.run_id);
-    else
-      runs = runs_on(a.node, a.gpu.value_or(-1));
-    for (Symbol run : runs) {
-      RunState& st = state(run, r);
-      touch(st, r.time_ns);
-      std::optional<int64_t> step = a.step ? a.step : st.latest_step;
-      sa.incident_id = incident_for(st, a, step, r.time_ns);
-      bool diagnosis = a.kind == alert_kind::kDiagnosis;
-      std::string s = diagnosis && a.summary.empty()
-                          ? "diagnosis: " + a.cause + (a.owner.empty() ? "" : " (owner: " + a.owner + ")")
-                          : a.summary;
-      std::string detail;
-      json::Writer w(&detail);
-      w.begin_object().key("alert_kind").str(a.kind);
-      if (!a.symptom.empty()) w.key("symptom").str(a.symptom);
-      if (a.rank) w.key("rank").integer(*a.rank);
-      if (!a.node.empty()) w.key("node").str(a.node.str());
-      if (a.gpu) w.key("gpu").integer(*a.gpu);
-      if (a.value) w.key("value").num(*a.value);
-      if (a.threshold) w.key("threshold").num(*a.threshold);
-      w.key("incident_id").str(sa.incident_id);
-      w.end_object();
-      add_entry(st, r.time_ns, step, diagnosis ? "diagnosis" : "alert", std::string(severity_name(a.severity)), s,
-                a.alert_id, detail);
-      if (!diagnosis) open_failure_window(run, st, step, r.time_ns, a.node);
-    }
-    if (runs.empty() && !a.node.empty()) open_gpu_window({a.node}, r.time_ns);
-    graph_.alerts.push_back(std::move(sa));
-    ++pending_;
-  }
-
-  void on_run_end(const Record& r) {
-    const RunEnd& e = r.as<RunEnd>();
-    RunState& st = state(e.run_id, r);
-    touch(st, r.time_ns);
-    st.row.status = e.status.empty() ? "completed" : e.status.string();
-    st.row.end_reason = e.reason;
-    st.row.ended_ns = r.time_ns;
-    std::string s = "run " + st.row.status;
-    if (!e.reason.empty()) s += ": " + e.reason;
-    add_entry(st, r.time_ns, st.latest_step, "run_end", st.row.status == "completed" ? "info" : "critical", s, "", "");
-    keep_recent(e.run_id, st);
-    st.ended = true;
-    st.recent.clear();
-    for (auto& [node, list] : on_node_of_) {
-      list.erase(std::remove_if(list.begin(), list.end(), [&](const auto& p) { return p.first == e.run_id; }),
-                 list.end());
-    }
-  }
-
-  // --- timeline and incidents ---------------------------------------------------------
-
-  void add_entry(RunState& st, int64_t t, std::optional<int64_t> step, std::string kind, std::string severity,
-                 std::string summary, std::string ref, std::string detail) {
-    store::TimelineEntry e{
-        st.row.run_id,    step, t, std::move(kind), std::move(severity), std::move(summary), std::move(ref),
-        std::move(detail)};
-    if (timeline_file_) {
-      line_.clear();
-      json::Writer w(&line_);
-      w.begin_object().key("run_id").str(e.run_id);
-      if (e.step) w.key("step").integer(*e.step);
-      w.key("time_ns").integer(e.time_ns).key("kind").str(e.kind).key("severity").str(e.severity);
-      w.key("summary").str(e.summary);
-      if (!e.ref.empty()) w.key("ref").str(e.ref);
-      w.end_object();
-      if (!e.detail_json.empty()) {  // the detail object, spliced in as written
-        line_.pop_back();
-        line_ += ",\"detail\":" + e.detail_json + "}";
-      }
+  // timeline.jsonl: each entry once, in the order the builder made them.
+  void write_lines(const timeline::Batch& b) {
+    if (!timeline_file_ || b.graph.timeline.empty()) return;
+    for (const auto& e : b.graph.timeline) {
+      timeline::entry_json(e, &line_);
       line_.push_back('\n');
       std::fwrite(line_.data(), 1, line_.size(), timeline_file_);
     }
-    graph_.timeline.push_back(std::move(e));
-    ++pending_;
-  }
-
-  // Alerts of a run within the failure window of the open incident join it.
-  std::string incident_for(RunState& st, const Alert& a, std::optional<int64_t> step, int64_t t) {
-    auto& inc = st.incident;
-    bool near = false;
-    if (inc) {
-      if (step && inc->last_step)
-        near = *step - *inc->last_step <= o_.failure_window_steps;
-      else
-        near = t - inc->last_ns <= o_.failure_window_ns;
-    }
-    if (!near) {
-      inc = store::IncidentRow{
-          "inc-" + a.alert_id, st.row.run_id, a.kind, std::string(severity_name(a.severity)), t, t, step, step, 0};
-    }
-    inc->last_ns = t;
-    if (step) inc->last_step = std::max(inc->last_step.value_or(*step), *step);
-    if (a.severity == Severity::kCritical) inc->severity = "critical";
-    inc->alert_count += 1;
-    incidents_[inc->incident_id] = *inc;
-    return inc->incident_id;
-  }
-
-  // --- tiered retention ---------------------------------------------------------------
-
-  // After a restart training may resume from an earlier step.
-  static void reset_series(RunState& st) {
-    st.last_train_step = INT64_MIN;
-    st.lr1.reset();
-    st.lr2.reset();
-    st.prev_loss.reset();
-    st.prev_grad.reset();
-  }
-
-  void bump_step(RunState& st, int64_t step) {
-    if (!st.latest_step || step > *st.latest_step) st.latest_step = step;
-    if (!st.row.step || step > *st.row.step) st.row.step = step;
-  }
-
-  void accumulate_windows(RunState& st, const StepRecord& rec) {
-    const int64_t w = o_.rank_window;
-    int64_t first = rec.step >= 1 ? ((rec.step - 1) / w) * w + 1 : -(((-rec.step) / w) + 1) * w + 1;
-    bool closed = !st.windows.empty() && first < st.windows.begin()->first;
-    std::vector<store::RankWindowRow> late;
-    auto& rows = closed ? late : st.windows[first];
-    std::vector<double> work;
-    work.reserve(rec.ranks.size());
-    for (const Step& s : rec.ranks) work.push_back(work_ms(s));
-    double median = median_of(work);
-    int32_t slowest = -1;
-    double slowest_ms = -1;
-    for (size_t i = 0; i < rec.ranks.size(); ++i) {
-      if (work[i] > slowest_ms) slowest_ms = work[i], slowest = rec.ranks[i].rank;
-    }
-    for (size_t i = 0; i < rec.ranks.size(); ++i) {
-      const Step& s = rec.ranks[i];
-      if (s.rank < 0) continue;
-      if (static_cast<size_t>(s.rank) >= rows.size()) rows.resize(static_cast<size_t>(s.rank) + 1);
-      store::RankWindowRow& row = rows[static_cast<size_t>(s.rank)];
-      if (row.steps == 0) {
-        row.run_id = st.row.run_id;
-        row.first_step = first;
-        row.last_step = first + w - 1;
-        row.rank = s.rank;
-        if (static_cast<size_t>(s.rank) < st.placement.size()) {
-          row.node = st.placement[static_cast<size_t>(s.rank)].node.string();
-          row.gpu = st.placement[static_cast<size_t>(s.rank)].gpu;
-        }
-        row.work_ms_max = work[i];
-      }
-      row.steps += 1;
-      row.work_ms_sum += work[i];
-      row.work_ms_max = std::max(row.work_ms_max, work[i]);
-      row.step_ms_sum += s.step_ms;
-      row.ratio_sum += median > 0 ? work[i] / median : 0;
-      if (s.has(Step::F::comm_ms)) row.comm_ms_sum += s.comm_ms, row.comm_n += 1;
-      if (s.has(Step::F::data_wait_ms)) row.data_wait_ms_sum += s.data_wait_ms, row.data_wait_n += 1;
-      if (s.rank == slowest) row.slowest_count += 1;
-    }
-    for (auto& row : late) {
-      if (row.steps > 0) metrics_.rank_window_additions.push_back(std::move(row));
-    }
-    // Keep the two latest windows open: whole sums, so the stored rows do not
-    // depend on when commits happen.
-    while (st.windows.size() > 2) close_window(st, st.windows.begin());
-  }
-
-  void close_window(RunState& st, std::map<int64_t, std::vector<store::RankWindowRow>>::iterator it) {
-    for (auto& row : it->second) {
-      if (row.steps > 0) metrics_.rank_windows.push_back(std::move(row));
-    }
-    st.windows.erase(it);
-  }
-
-  void rank_rows(RunState& st, const StepRecord& rec, int64_t t, const char* why) {
-    std::vector<double> work;
-    work.reserve(rec.ranks.size());
-    for (const Step& s : rec.ranks) work.push_back(work_ms(s));
-    double median = median_of(work);
-    for (size_t i = 0; i < rec.ranks.size(); ++i) {
-      const Step& s = rec.ranks[i];
-      store::RankStepRow row;
-      row.run_id = st.row.run_id;
-      row.step = rec.step;
-      row.rank = s.rank;
-      if (s.rank >= 0 && static_cast<size_t>(s.rank) < st.placement.size()) {
-        row.node = st.placement[static_cast<size_t>(s.rank)].node.string();
-        row.gpu = st.placement[static_cast<size_t>(s.rank)].gpu;
-      }
-      row.time_ns = t;
-      row.step_ms = s.step_ms;
-      row.work_ms = work[i];
-      if (s.has(Step::F::comm_ms)) row.comm_ms = s.comm_ms;
-      if (s.has(Step::F::data_wait_ms)) row.data_wait_ms = s.data_wait_ms;
-      row.ratio_to_median = median > 0 ? work[i] / median : 0;
-      row.kept_for = why;
-      metrics_.rank_steps.push_back(std::move(row));
-    }
-    pending_ += static_cast<int64_t>(rec.ranks.size());
-    // A failure window (or a run's last window) is many steps of ranks: commit
-    // as it fills, so that it never waits in memory whole.
-    if (pending_ >= o_.commit_rows) commit(false);
-  }
-
-  // Section 34: full resolution from a window before the alert to one after.
-  void open_failure_window(Symbol run, RunState& st, std::optional<int64_t> step, int64_t t, Symbol alert_node) {
-    if (step) {
-      for (const auto& rec : st.recent) {
-        if (rec->step >= *step - o_.failure_window_steps && rec->step > st.keep_until_step) {
-          rank_rows(st, *rec, rec->first_time_ns, "failure");
-        }
-      }
-      st.keep_until_step = std::max(st.keep_until_step, *step + o_.failure_window_steps);
-    }
-    // Every node of the run: a failure's cause is often not where it shows.
-    std::set<Symbol, bool (*)(Symbol, Symbol)> nodes([](Symbol a, Symbol b) { return Symbol::compare(a, b) < 0; });
-    if (!alert_node.empty()) nodes.insert(alert_node);
-    for (const auto& p : st.placement) {
-      if (!p.node.empty()) nodes.insert(p.node);
-    }
-    open_gpu_window(std::vector<Symbol>(nodes.begin(), nodes.end()), t);
-  }
-
-  void open_gpu_window(const std::vector<Symbol>& nodes, int64_t t) {
-    std::set<uint32_t> wanted;
-    for (Symbol n : nodes) {
-      wanted.insert(n.id());
-      int64_t& until = gpu_keep_until_[n];
-      until = std::max(until, t + o_.failure_window_ns);
-    }
-    for (const auto& [time, g] : gpu_recent_) {
-      if (time >= t - o_.failure_window_ns && wanted.count(g.node.id())) keep_gpu(time, g, "failure");
-    }
-  }
-
-  // Each GPU row is written once: rows go out in time order per node, so a
-  // mark per node (the latest time written, and the GPUs written at it) will do.
-  void keep_gpu(int64_t time, const Gpu& g, const char* why) {
-    GpuMark& m = gpu_written_[g.node];
-    if (time < m.time) return;
-    if (time > m.time) m.time = time, m.gpus.clear();
-    if (!m.gpus.insert(g.gpu).second) return;
-    metrics_.gpu_samples.push_back({time, g, why});
-    if (++pending_ >= o_.commit_rows) commit(false);
-  }
-
-  // The last window of a run stays at full resolution.
-  void keep_recent(Symbol run, RunState& st) {
-    if (st.latest_step) {
-      for (const auto& rec : st.recent) {
-        if (rec->step > *st.latest_step - o_.failure_window_steps) rank_rows(st, *rec, rec->first_time_ns, "recent");
-      }
-    }
-    std::set<uint32_t> nodes;
-    for (const auto& p : st.placement) nodes.insert(p.node.id());
-    for (const auto& [time, g] : gpu_recent_) {
-      if (nodes.count(g.node.id())) keep_gpu(time, g, "recent");
-    }
-  }
-
-  std::vector<Symbol> runs_on(Symbol node, int32_t gpu) {
-    std::vector<Symbol> out;
-    auto it = on_node_of_.find(node);
-    if (node.empty() || it == on_node_of_.end()) return out;
-    for (const auto& [run, g] : it->second) {
-      if ((gpu < 0 || g == gpu) && std::find(out.begin(), out.end(), run) == out.end()) out.push_back(run);
-    }
-    std::sort(out.begin(), out.end(), [](Symbol a, Symbol b) { return Symbol::compare(a, b) < 0; });
-    return out;
-  }
-
-  void on_gpu(const Record& r) {
-    const Gpu& g = r.as<Gpu>();
-    // Full resolution: inside a failure window, and the last window for everyone.
-    auto keep = gpu_keep_until_.find(g.node);
-    if (keep != gpu_keep_until_.end() && r.time_ns <= keep->second) keep_gpu(r.time_ns, g, "failure");
-    gpu_recent_.emplace_back(r.time_ns, g);
-    while (!gpu_recent_.empty() && gpu_recent_.front().first < r.time_ns - o_.failure_window_ns)
-      gpu_recent_.pop_front();
-
-    for (size_t i = 0; i < o_.rollups.size(); ++i) {
-      int64_t res = o_.rollups[i].resolution_ns;
-      int64_t bucket = r.time_ns - ((r.time_ns % res) + res) % res;
-      auto& open = gpu_rollups_[i][RollupKey{g.node.id(), g.gpu}];
-      if (open.samples > 0 && open.bucket_ns != bucket) {
-        metrics_.gpu_rollups.push_back(open);
-        ++pending_;
-        open = store::GpuRollupRow();
-      }
-      if (open.samples == 0) {
-        open.node = g.node.string();
-        open.gpu = g.gpu;
-        open.resolution_ns = res;
-        open.bucket_ns = bucket;
-      }
-      open.samples += 1;
-      if (g.has(Gpu::F::util_pct)) open.util_pct.add(g.util_pct);
-      if (g.has(Gpu::F::temp_c)) open.temp_c.add(g.temp_c);
-      if (g.has(Gpu::F::power_w)) open.power_w.add(g.power_w);
-      if (g.has(Gpu::F::sm_clock_mhz)) open.sm_clock_mhz.add(g.sm_clock_mhz);
-      if (g.has(Gpu::F::mem_used_bytes)) open.mem_used_bytes.add(static_cast<double>(g.mem_used_bytes));
-      if (g.has(Gpu::F::throttle_reasons)) open.throttle_reasons |= g.throttle_reasons;
-      if (g.has(Gpu::F::xid) && g.xid != 0) open.xid = g.xid;
-    }
-
-    // An XID on a GPU is an event of the runs placed there (once per value).
-    int64_t xid = g.has(Gpu::F::xid) ? g.xid : 0;
-    int64_t& last = last_xid_[RollupKey{g.node.id(), g.gpu}];
-    if (xid != 0 && xid != last) {
-      for (Symbol run : runs_on(g.node, g.gpu)) {
-        RunState& st = runs_.at(run);
-        std::string detail;
-        json::Writer(&detail)
-            .begin_object()
-            .key("node")
-            .str(g.node.str())
-            .key("gpu")
-            .integer(g.gpu)
-            .key("code")
-            .integer(xid)
-            .end_object();
-        add_entry(st, r.time_ns, st.latest_step, "xid", "critical",
-                  "XID " + std::to_string(xid) + " on " + g.node.string() + " GPU " + std::to_string(g.gpu), "",
-                  detail);
-      }
-    }
-    last = xid;
-  }
-
-  void on_node(const Record& r) {
-    const NodeSample& n = r.as<NodeSample>();
-    for (size_t i = 0; i < o_.rollups.size(); ++i) {
-      int64_t res = o_.rollups[i].resolution_ns;
-      int64_t bucket = r.time_ns - ((r.time_ns % res) + res) % res;
-      auto& open = node_rollups_[i][n.node.id()];
-      if (open.samples > 0 && open.bucket_ns != bucket) {
-        metrics_.node_rollups.push_back(open);
-        ++pending_;
-        open = store::NodeRollupRow();
-      }
-      if (open.samples == 0) {
-        open.node = n.node.string();
-        open.resolution_ns = res;
-        open.bucket_ns = bucket;
-      }
-      open.samples += 1;
-      if (n.has(NodeSample::F::cpu_pct)) open.cpu_pct.add(n.cpu_pct);
-      if (n.has(NodeSample::F::mem_used_bytes)) open.mem_used_bytes.add(static_cast<double>(n.mem_used_bytes));
-      if (n.has(NodeSample::F::net_tx_bps)) open.net_tx_bps.add(n.net_tx_bps);
-      if (n.has(NodeSample::F::net_rx_bps)) open.net_rx_bps.add(n.net_rx_bps);
-      if (n.has(NodeSample::F::disk_read_bps)) open.disk_read_bps.add(n.disk_read_bps);
-      if (n.has(NodeSample::F::disk_write_bps)) open.disk_write_bps.add(n.disk_write_bps);
-      if (n.has(NodeSample::F::tcp_retransmits_total)) {
-        open.tcp_retransmits_total = std::max(open.tcp_retransmits_total, n.tcp_retransmits_total);
-      }
-      if (n.has(NodeSample::F::rdma_errors_total)) {
-        open.rdma_errors_total = std::max(open.rdma_errors_total, n.rdma_errors_total);
-      }
-    }
-  }
-
-  // --- commits ------------------------------------------------------------------------
-
-  // The writer: a thread of its own writes the batches, so that the pipeline
-  // never waits on the disk unless two batches are already queued. When the
-  // pipeline is quiet (a live run between bursts: no rows, no watermarks until
-  // the idle timeout) it commits what is pending once the interval is up.
-  void write_loop() {
-    auto interval = std::chrono::nanoseconds(std::max<int64_t>(o_.commit_interval_ns, 10'000'000));
-    std::unique_lock q(queue_mu_);
-    for (;;) {
-      queue_cv_.wait_for(q, interval / 2, [&] { return !queue_.empty() || writer_stop_; });
-      if (queue_.empty()) {
-        if (writer_stop_) return;
-        q.unlock();
-        {
-          // try_lock: a busy sink commits by itself (and may be waiting for this thread).
-          std::unique_lock l(mu_, std::try_to_lock);
-          if (l.owns_lock() && std::chrono::steady_clock::now() - last_commit_ >= interval && has_pending()) {
-            commit(false, /*from_writer=*/true);
-          }
-        }
-        q.lock();
-        continue;
-      }
-      Batch b = std::move(queue_.front());
-      queue_.pop_front();
-      writing_ = true;
-      q.unlock();
-      try {
-        if (!writer_error_) {
-          // The graph first: a reader that sees rank rows also sees their run.
-          store_.graph->write(b.graph);
-          store_.metrics->write(b.metrics);
-        }
-      } catch (...) {
-        writer_error_ = std::current_exception();  // reported on the pipeline's thread
-      }
-      q.lock();
-      writing_ = false;
-      queue_cv_.notify_all();
-    }
-  }
-  void enqueue(Batch b, bool from_writer) {
-    std::unique_lock q(queue_mu_);
-    if (!from_writer) queue_cv_.wait(q, [&] { return queue_.size() < 2 || writer_stop_; });
-    queue_.push_back(std::move(b));
-    queue_cv_.notify_all();
-  }
-  void rethrow_writer_error() {
-    std::lock_guard q(queue_mu_);
-    if (writer_error_) std::rethrow_exception(writer_error_);
-  }
-  // Waits until everything queued is written.
-  void drain() {
-    std::unique_lock q(queue_mu_);
-    queue_cv_.wait(q, [&] { return (queue_.empty() && !writing_) || writer_stop_; });
-    if (writer_error_) std::rethrow_exception(writer_error_);
-  }
-  void stop_writer() {
-    {
-      std::unique_lock q(queue_mu_);
-      queue_cv_.wait(q, [&] { return queue_.empty() && !writing_; });  // what is queued is written
-      writer_stop_ = true;
-    }
-    queue_cv_.notify_all();
-    if (writer_.joinable()) writer_.join();
-  }
-  bool has_pending() const {
-    if (pending_ > 0) return true;
-    for (const auto& [sym, st] : runs_) {
-      if (st.dirty) return true;
-    }
-    return false;
-  }
-
-  // Queues what is pending, with the open state (run rows, window summaries,
-  // open rollup buckets) as of now, so that live readers see it.
-  void commit(bool final, bool from_writer = false) {
-    if (!from_writer) rethrow_writer_error();
-    // Open state (window summaries and rollup buckets still filling) is shown
-    // once per commit interval: a commit forced by rows comes sooner than a
-    // live reader needs it, and would rewrite the same rows each time.
-    auto now = std::chrono::steady_clock::now();
-    bool show_open = !final && now - last_open_shown_ >= std::chrono::nanoseconds(o_.commit_interval_ns);
-    if (show_open) last_open_shown_ = now;
-    for (auto& [sym, st] : runs_) {
-      if (st.dirty) {
-        store::RunRow row = st.row;
-        if (st.config_sent) row.config.clear();
-        st.config_sent = true;
-        graph_.runs.push_back(std::move(row));
-        st.dirty = false;
-      }
-      if (final || st.ended) {
-        while (!st.windows.empty()) close_window(st, st.windows.begin());
-      } else if (show_open) {
-        for (const auto& [first, rows] : st.windows) {  // as of now, for live readers
-          for (const auto& w : rows) {
-            if (w.steps > 0) metrics_.rank_windows.push_back(w);
-          }
-        }
-      }
-    }
-    for (auto& [id, inc] : incidents_) graph_.incidents.push_back(inc);
-    incidents_.clear();
-    if (show_open) {
-      for (auto& tier : gpu_rollups_) {
-        for (auto& [k, row] : tier) metrics_.gpu_rollups.push_back(row);
-      }
-      for (auto& tier : node_rollups_) {
-        for (auto& [k, row] : tier) metrics_.node_rollups.push_back(row);
-      }
-    }
-    // Retention per rollup tier: at the end, and every ten minutes of a long live run.
-    if (now - last_prune_ >= std::chrono::minutes(10)) metrics_.prune = o_.rollups, last_prune_ = now;
-    enqueue(Batch{std::move(graph_), std::move(metrics_)}, from_writer);
-    graph_ = store::GraphBatch();
-    metrics_ = store::MetricBatch();
-    pending_ = 0;
-    if (timeline_file_) std::fflush(timeline_file_);
-    last_commit_ = std::chrono::steady_clock::now();
+    std::fflush(timeline_file_);
   }
 
   TimelineSinkOptions o_;
   store::Store store_;   // the writer thread's
-  store::Store reader_;  // the pipeline thread's
+  store::Store reader_;  // this thread's
   std::FILE* timeline_file_ = nullptr;
   std::string line_;
-  std::unordered_map<Symbol, RunState> runs_;
-  std::unordered_map<Symbol, std::vector<std::pair<Symbol, int32_t>>> on_node_of_;  // node -> (run, gpu)
-  std::map<std::string, store::IncidentRow> incidents_;                             // changed since the last commit
-  std::deque<std::pair<int64_t, Gpu>> gpu_recent_;                                  // the last failure_window_time
-  std::unordered_map<Symbol, int64_t> gpu_keep_until_;
-  struct GpuMark {
-    int64_t time = INT64_MIN;
-    std::set<int32_t> gpus;
-  };
-  std::unordered_map<Symbol, GpuMark> gpu_written_;
-  std::unordered_map<RollupKey, int64_t, RollupKeyHash> last_xid_;
-  std::vector<std::unordered_map<RollupKey, store::GpuRollupRow, RollupKeyHash>> gpu_rollups_;  // per tier
-  std::vector<std::unordered_map<uint32_t, store::NodeRollupRow>> node_rollups_;
-  store::GraphBatch graph_;
-  store::MetricBatch metrics_;
-  int64_t pending_ = 0;
-  std::chrono::steady_clock::time_point last_commit_, last_prune_, last_open_shown_;
-  // The pipeline's thread and the writer share everything above (under mu_)...
-  std::mutex mu_;
-  // ...and the queue of batches (under queue_mu_; mu_ is taken first, if both).
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::deque<Batch> queue_;
-  bool writing_ = false, writer_stop_ = false;
-  std::exception_ptr writer_error_;  // set by the writer, read after drain()/join
-  std::thread writer_;
+  std::optional<runtime::AsyncWriter<timeline::Batch>> writer_;
+  std::optional<timeline::RunGraphBuilder> builder_;
 };
 
 class TimelineSinkDef final : public OperatorDef {
  public:
   explicit TimelineSinkDef(TimelineSinkOptions o) : o_(std::move(o)) {}
-  std::unique_ptr<Operator> open(const runtime::OperatorContext&) const override {
-    return std::make_unique<TimelineSink>(o_);
+  std::unique_ptr<Operator> open(const runtime::OperatorContext& ctx) const override {
+    return std::make_unique<TimelineSink>(o_, ctx);
   }
   std::string describe() const override { return "store=" + o_.store_url; }
 
@@ -1069,10 +158,11 @@ void RegisterTimelineSink(Registry& registry) {
   info.doc =
       "Keeps the correlated run graph in the embedded store (SQLite, WAL): runs with their experiment, model "
       "version, dataset, config and rank -> node -> GPU allocation, checkpoints and artifacts, alerts grouped into "
-      "incidents, per-step aggregates (from step_stats), and each run's timeline (LR and config changes, jumps, "
-      "non-finite values, alerts, diagnoses, XID/OOM/exception events, checkpoints, restarts, the end), also written "
-      "to timeline_path. Rank and GPU rows are kept at full resolution only around alerts and for each run's last "
-      "window; otherwise per-rank window summaries and GPU/node rollups. See docs/storage.md.";
+      "incidents, per-step aggregates (from step_stats), and each run's timeline (LR and config changes, jumps "
+      "from train_marks, non-finite values, alerts, diagnoses, XID/OOM/exception events, checkpoints, restarts, the "
+      "end), also written to timeline_path. Rank and GPU rows are kept at full resolution only around alerts and for "
+      "each run's last window; otherwise per-rank window summaries and GPU/node rollups. Writes on a thread of its "
+      "own (runtime/async_writer.h). See docs/storage.md.";
   const TimelineSinkOptions defaults;  // each default is written once, in TimelineSinkOptions
   info.params = {
       {.name = "store",
@@ -1091,18 +181,18 @@ void RegisterTimelineSink(Registry& registry) {
        .doc = "Where the timeline is also written as JSON lines (replaced at start); empty for none."},
       {.name = "failure_window_steps",
        .type = runtime::ParamType::kInt,
-       .default_value = runtime::int_text(defaults.failure_window_steps),
+       .default_value = runtime::int_text(defaults.graph.failure_window_steps),
        .doc = "Rank rows are kept at full resolution from this many steps before an alert to as many after, and for "
               "the last this-many steps of a run.",
        .min = 1},
       {.name = "failure_window_time",
        .type = runtime::ParamType::kDuration,
-       .default_value = runtime::duration_text(defaults.failure_window_ns),
+       .default_value = runtime::duration_text(defaults.graph.failure_window_ns),
        .doc = "GPU rows are kept at full resolution from this long before an alert to as long after.",
        .min = 0},
       {.name = "rank_window",
        .type = runtime::ParamType::kInt,
-       .default_value = runtime::int_text(defaults.rank_window),
+       .default_value = runtime::int_text(defaults.graph.rank_window),
        .doc = "Steps per per-rank summary row.",
        .min = 1},
       {.name = "rollups",
@@ -1110,30 +200,26 @@ void RegisterTimelineSink(Registry& registry) {
        .default_value = "[1m:30d, 1h:365d]",
        .doc = "GPU and node rollup tiers, RESOLUTION:RETENTION (e.g. add 10s:1d where GPUs are sampled more often than "
               "every 10 s); retention counts back from the newest sample."},
-      {.name = "lr_change_ratio",
-       .type = runtime::ParamType::kDouble,
-       .default_value = runtime::number_text(defaults.lr_change_ratio),
-       .doc = "A step-to-step LR factor beyond this (against the previous step's trend) is an LR change.",
-       .min = 1.0},
-      {.name = "jump_ratio",
-       .type = runtime::ParamType::kDouble,
-       .default_value = runtime::number_text(defaults.jump_ratio),
-       .doc = "A loss or gradient norm this many times the previous step's is marked as a jump.",
-       .min = 1.0},
       {.name = "commit_interval",
        .type = runtime::ParamType::kDuration,
-       .default_value = runtime::duration_text(defaults.commit_interval_ns),
+       .default_value = runtime::duration_text(defaults.graph.commit_interval_ns),
        .doc = "Wall time between commits: how stale a live reader's view may be.",
        .min = 0},
       {.name = "commit_rows",
        .type = runtime::ParamType::kInt,
-       .default_value = runtime::int_text(defaults.commit_rows),
+       .default_value = runtime::int_text(defaults.graph.commit_rows),
        .doc = "Pending rows that force a commit (and bound what waits in memory for one).",
        .min = 1},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kTrain) | mask(Kind::kGpu) | mask(Kind::kNode) |
                  mask(Kind::kCheckpoint) | mask(Kind::kEvent) | mask(Kind::kRunEnd) | mask(Kind::kStepRecord) |
-                 mask(Kind::kStepStats) | mask(Kind::kAlert);
+                 mask(Kind::kStepStats) | mask(Kind::kAlert) | mask(Kind::kTrainMarks);
+  // The series inference that was the sink's is train_marks' (operators/train_marks.h).
+  for (const char* p : {"lr_change_ratio", "jump_ratio"}) {
+    registry.add_moved_param("timeline", p,
+                             "set it on a train_marks operator and list that operator in this sink's inputs "
+                             "(docs/storage.md)");
+  }
   registry.add_operator(std::move(info), [](const runtime::BuildContext& ctx) {
     TimelineSinkOptions o;
     o.store_url = ctx.params->get_string("store");
@@ -1145,19 +231,17 @@ void RegisterTimelineSink(Registry& registry) {
     if (auto why = store::store_url_error(o.store_url))
       ctx.fail(ctx.params->get_string("db").empty() ? "store" : "db", *why);
     o.timeline_path = ctx.params->get_string("timeline_path");
-    o.failure_window_steps = ctx.params->get_int("failure_window_steps");
-    o.failure_window_ns = ctx.params->get_duration_ns("failure_window_time");
-    o.rank_window = ctx.params->get_int("rank_window");
+    o.graph.failure_window_steps = ctx.params->get_int("failure_window_steps");
+    o.graph.failure_window_ns = ctx.params->get_duration_ns("failure_window_time");
+    o.graph.rank_window = ctx.params->get_int("rank_window");
     for (const auto& t : ctx.params->get_list("rollups")) {
       store::RollupTier tier;
       std::string why;
       if (!parse_rollup_tier(t, &tier, &why)) ctx.fail("rollups", why);
-      o.rollups.push_back(tier);
+      o.graph.rollups.push_back(tier);
     }
-    o.lr_change_ratio = ctx.params->get_double("lr_change_ratio");
-    o.jump_ratio = ctx.params->get_double("jump_ratio");
-    o.commit_interval_ns = ctx.params->get_duration_ns("commit_interval");
-    o.commit_rows = ctx.params->get_int("commit_rows");
+    o.graph.commit_interval_ns = ctx.params->get_duration_ns("commit_interval");
+    o.graph.commit_rows = ctx.params->get_int("commit_rows");
     return MakeTimelineSink(std::move(o));
   });
 }

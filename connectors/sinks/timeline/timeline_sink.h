@@ -1,24 +1,13 @@
 // timeline: the sink that keeps the correlated run graph (store/store.h).
 //
-// Per run it writes the run and its entities (experiment, model version,
-// dataset, config, code commit, rank -> node -> GPU allocation), checkpoints
-// and their artifacts, alerts grouped into incidents, the per-step aggregates
-// of step_stats, and a timeline ordered by step and time: LR and config
-// changes, loss and gradient-norm jumps, non-finite values, alerts and
-// diagnoses, XID/OOM/NCCL/exception events, checkpoints, restarts and the end
-// of the run (also to `timeline_path`, one JSON object per line).
-//
-// Retention is tiered (spec sections 28-34): every step's aggregates; per
-// rank, one summary per `rank_window` steps; full-resolution rank rows only
-// from `failure_window_steps` before an alert to as many after, and for the
-// last window of each run; GPU rows likewise within `failure_window_time` of
-// an alert; GPU and node samples rolled up per tier with a retention each.
-// So the store grows with steps and alerts, not with ranks x steps.
-//
-// Writes are batched: one transaction per `commit_interval` of wall time (or
-// `commit_rows` rows), so live readers see a run within about that delay and
-// a replay pays for few commits. The rows written are a function of the input
-// alone (the sink sees rows in canonical order), whatever the commit cadence.
+// A thin sink: the run-graph builder (timeline/run_graph.h) turns its rows
+// into the store's batches (what is kept, tiered retention, commit cadence:
+// see there and docs/storage.md), and an asynchronous writer
+// (runtime/async_writer.h) writes them on a thread of its own, so that the
+// pipeline never waits on the disk unless two commits are already queued. A
+// failed write fails the pipeline at the sink's next row, watermark or end.
+// The timeline is also written to `timeline_path`, one JSON object per line.
+// LR changes and jumps come from a train_marks operator among its inputs.
 #pragma once
 
 #include <string>
@@ -26,20 +15,14 @@
 
 #include "schema/row.h"
 #include "store/store.h"
+#include "timeline/run_graph.h"
 
 namespace runlens::connectors {
 
 struct TimelineSinkOptions {
   std::string store_url;      // store/store.h: open_store()
   std::string timeline_path;  // empty: no JSONL copy
-  int64_t failure_window_steps = 50;
-  int64_t failure_window_ns = 600'000'000'000;  // 10 minutes
-  int64_t rank_window = 100;                    // steps per per-rank summary
-  std::vector<store::RollupTier> rollups;       // GPU and node rollup tiers
-  double lr_change_ratio = 1.5;                 // LR step-to-step factor that is a change, not a schedule
-  double jump_ratio = 4.0;                      // loss / grad-norm step-to-step factor marked as a jump
-  int64_t commit_interval_ns = 1'000'000'000;   // wall time between commits
-  int64_t commit_rows = 10'000;                 // pending rows that force a commit
+  timeline::Options graph;    // retention and commit cadence
 };
 
 // Parses a rollup tier "RESOLUTION:RETENTION", e.g. "10s:1d", "1m:30d", "1h:365d".
