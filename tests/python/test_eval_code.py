@@ -87,8 +87,10 @@ def test_the_program_cannot_run_commands_fork_or_touch_files(tmp_path):
     assert r[5].status == "passed"  # the working directory is a fresh temporary one
     assert not marker.exists()
     if os.geteuid() == 0:
-        (x,) = run(["import os\ndef f(x):\n    return 2 * x if os.getuid() != 0 else 0\n"])
+        x, y = run(["import os\ndef f(x):\n    return 2 * x if os.getuid() != 0 else 0\n",
+                    "def f(x):\n    return len(open('job').read())\n"])
         assert x.passed  # root's children run as an unprivileged user
+        assert y.status == "exception" and "Permission denied: 'job'" in y.reason  # the job (its nonce) is the parent's
 
 
 def test_the_benchmark_is_correct_and_hashed():

@@ -603,13 +603,14 @@ class RunResult:
 _HARNESS = r'''
 import sys, json, traceback
 def _main():
+    import os, posix, builtins
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    os.close(0)  # the job (and its nonce) cannot be read again
     nonce = job["nonce"]
     out = open(3, "w", encoding="utf-8", closefd=False)
     def report(status, reason=""):
         out.write(json.dumps({"nonce": nonce, "status": status, "reason": reason[-1500:]}))
         out.flush()
-    import os, posix, builtins
     for name in ("system", "popen", "fork", "forkpty", "vfork", "execv", "execve", "execl", "execle",
                  "execlp", "execlpe", "execvp", "execvpe", "spawnl", "spawnle", "spawnlp", "spawnlpe",
                  "spawnv", "spawnve", "spawnvp", "spawnvpe", "posix_spawn", "posix_spawnp", "kill",
@@ -732,9 +733,16 @@ class _Run:
         self.nonce = secrets.token_hex(16)
         job = {"nonce": self.nonce, "program": program, "test": test, "entry_point": entry_point}
         paths = {k: os.path.join(self.dir, k) for k in ("job", "out", "err", "result")}
-        with open(paths["job"], "wb") as f:
+        # Owner-only files: as root, the child runs as another user, which
+        # reaches them only through the descriptors it inherits.
+        with open(os.open(paths["job"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
             f.write(json.dumps(job).encode("utf-8"))
-        self.files = {k: open(paths[k], "rb" if k == "job" else "w+b") for k in paths}
+        self.files = {}
+        for k, path in paths.items():
+            if k == "job":
+                self.files[k] = open(path, "rb")
+            else:
+                self.files[k] = open(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600), "w+b")
         result_fd = self.files["result"].fileno()
         os.set_inheritable(result_fd, True)
         self.t0 = time.monotonic()
