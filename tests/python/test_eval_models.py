@@ -136,3 +136,15 @@ def test_char_lm_checkpoint_and_completions(tmp_path, text, lm):
     assert 0 <= bleu <= 100 and math.isfinite(bleu)
     r = X.rouge_mean(refs, greedy)
     assert 0 <= r["rouge1"]["fmeasure"] <= 1
+
+
+def test_a_saved_checkpoint_reaches_the_registry_with_its_hash(collector, tmp_path, classifier):
+    em = runlens.Emitter(collector.endpoint, run_id="train-digits", rank=0, world_size=1)
+    path = tmp_path / f"step-{classifier.step}.pt"
+    digest = M.save_checkpoint(classifier, path, extra={"run_id": em.run_id})
+    assert em.checkpoint_saved(path, classifier.step)
+    em.close(timeout=10)
+    collector.collect(until=has_run_end, timeout=20)
+    (ev,) = collector.of_type("checkpoint")
+    assert ev["sha256"] == digest == json.loads(path.with_name(path.name + ".json").read_text())["sha256"]
+    assert ev["checkpoint_id"] == f"train-digits/step-{classifier.step}" and ev["uri"] == path.as_uri()
