@@ -20,7 +20,7 @@ to an unprivileged user id of its own, for which the limit holds). A wall
 clock limit kills its process group. Inside, before the candidate runs, the
 harness removes the process, file-deletion and permission functions of
 os/posix and blocks the subprocess, ctypes, socket and multiprocessing
-modules. The harness reports through a file descriptor with a per-run nonce,
+modules. The harness reports through an inherited descriptor with a per-run nonce,
 so a program that exits early cannot pass. It contains mistakes and
 mutated programs; it is not a defence against a determined adversary
 running as a local user (no namespaces, no seccomp).
@@ -599,7 +599,8 @@ class RunResult:
 
 
 # Runs in the sandboxed interpreter (python3 -I -c): reads the job from stdin,
-# guards, runs the candidate and its tests, reports on fd 3.
+# guards, runs the candidate and its tests, reports on the inherited result
+# descriptor the job names.
 _HARNESS = r'''
 import sys, json, traceback
 def _main():
@@ -607,7 +608,7 @@ def _main():
     job = json.loads(sys.stdin.buffer.read().decode("utf-8"))
     os.close(0)  # the job (and its nonce) cannot be read again
     nonce = job["nonce"]
-    out = open(3, "w", encoding="utf-8", closefd=False)
+    out = open(job["result_fd"], "w", encoding="utf-8", closefd=False)
     def report(status, reason=""):
         out.write(json.dumps({"nonce": nonce, "status": status, "reason": reason[-1500:]}))
         out.flush()
@@ -731,45 +732,43 @@ class _Run:
         self.limits = limits
         self.dir = tempfile.mkdtemp(prefix="runlens-sandbox-")
         self.nonce = secrets.token_hex(16)
-        job = {"nonce": self.nonce, "program": program, "test": test, "entry_point": entry_point}
         paths = {k: os.path.join(self.dir, k) for k in ("job", "out", "err", "result")}
         # Owner-only files: as root, the child runs as another user, which
         # reaches them only through the descriptors it inherits.
-        with open(os.open(paths["job"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-            f.write(json.dumps(job).encode("utf-8"))
         self.files = {}
         for k, path in paths.items():
-            if k == "job":
-                self.files[k] = open(path, "rb")
-            else:
+            if k != "job":
                 self.files[k] = open(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600), "w+b")
         result_fd = self.files["result"].fileno()
-        os.set_inheritable(result_fd, True)
+        job = {"nonce": self.nonce, "program": program, "test": test, "entry_point": entry_point, "result_fd": result_fd}
+        with open(os.open(paths["job"], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
+            f.write(json.dumps(job).encode("utf-8"))
+        self.files["job"] = open(paths["job"], "rb")
         self.t0 = time.monotonic()
         self.killed = False
-        self.proc = subprocess.Popen(
+        try:
+            self.proc = self._start(result_fd)
+        except BaseException:
+            for f in self.files.values():
+                f.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+        self.status = None
+        self.rusage = None
+
+    def _start(self, result_fd):
+        return subprocess.Popen(
             [PYTHON, "-I", "-c", _HARNESS],
             stdin=self.files["job"],
             stdout=self.files["out"],
             stderr=self.files["err"],
-            pass_fds=(),
+            pass_fds=(result_fd,),  # and nothing else of the parent's
             cwd=self.dir,
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": self.dir, "PYTHONHASHSEED": "0"},
-            preexec_fn=self._pre(result_fd),
+            preexec_fn=_preexec(self.limits, self.dir),
             start_new_session=True,
-            close_fds=False,
+            close_fds=True,
         )
-        self.status = None
-        self.rusage = None
-
-    def _pre(self, result_fd):
-        inner = _preexec(self.limits, self.dir)
-
-        def pre():
-            os.dup2(result_fd, 3)  # the harness reports on fd 3
-            inner()
-
-        return pre
 
     def poll(self) -> bool:
         """True once the process has ended (and was reaped)."""
