@@ -59,7 +59,7 @@ def test_the_call_returns_in_microseconds_for_a_large_file(collector, tmp_path):
     # Generous bounds for a loaded 2-core machine; hashing 256 MiB in the call
     # would take hundreds of milliseconds.
     assert statistics.median(times) < 1000, times
-    assert max(times) < 20_000, times
+    assert max(times) < 200_000, times
     em.close(timeout=60)
     collector.collect(until=has_run_end, timeout=60)
     sent = [e for e in collector.of_type("checkpoint") if e.get("ok")]
@@ -93,6 +93,9 @@ def test_a_full_queue_drops_and_counts(dead_endpoint, tmp_path):
     stats = em.stats()
     assert stats["checkpoints_queued"] == results.count(True)
     assert stats["checkpoints_hashed"] + stats["checkpoints_dropped"] + stats["checkpoint_errors"] == 20
+    hasher = em._state.hasher
+    hasher.thread.join(5)
+    assert not hasher.thread.is_alive()  # nothing left behind
     assert em.checkpoint_saved(path, 99) is False  # after close: dropped, counted
     assert em.stats()["checkpoints_dropped"] == stats["checkpoints_dropped"] + 1
 

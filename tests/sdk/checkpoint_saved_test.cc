@@ -72,7 +72,9 @@ TEST_CASE("checkpoint_saved returns at once and the event carries the file's has
   std::string content(32 << 20, '\0');  // 32 MiB: tens of milliseconds of hashing
   for (size_t i = 0; i < content.size(); ++i) content[i] = static_cast<char>(i * 2654435761u >> 13);
   std::ofstream(file, std::ios::binary).write(content.data(), static_cast<std::streamsize>(content.size()));
+  const auto h0 = std::chrono::steady_clock::now();
   const std::string digest = Hex(content);
+  const auto hash_time = std::chrono::steady_clock::now() - h0;
 
   runlens::sdk::EmitterOptions o;
   o.endpoint = endpoint;
@@ -82,7 +84,7 @@ TEST_CASE("checkpoint_saved returns at once and the event carries the file's has
   CHECK(em.checkpoint_saved(file.string(), 5));
   const auto call = std::chrono::steady_clock::now() - t0;
   CHECK(em.checkpoint_saved((dir / "missing.pt").string(), 6, "ckpt-6"));
-  CHECK(call < std::chrono::milliseconds(20));  // hashing 32 MiB in the call would take far longer
+  CHECK(call * 4 < hash_time);  // the call does not hash: it is a small fraction of one hash
   CHECK(em.close(std::chrono::seconds(20)));
   const auto stats = em.stats();
   CHECK(stats.checkpoints_queued == 2);

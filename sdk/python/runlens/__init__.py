@@ -154,7 +154,12 @@ class _CheckpointHasher:
 
     def _run(self):
         while True:
-            job = self.queue.get()
+            try:
+                job = self.queue.get(timeout=0.5)
+            except queue.Empty:
+                if self.closing:  # stop() could not queue its sentinel
+                    return
+                continue
             if job is None:
                 return
             path, fields = job
