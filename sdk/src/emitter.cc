@@ -8,6 +8,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "batch_encoder.h"
+#include "checkpoint_hasher.h"
 #include "event_ring.h"
 #include "presence.h"
 #include "runlens/sdk.h"
@@ -407,9 +409,35 @@ class Emitter::Impl {
   std::thread exporter_;
 };
 
-Emitter::Emitter(EmitterOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Emitter::Emitter(EmitterOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))),
+      hasher_(std::make_unique<CheckpointHasher>([this](const Checkpoint& c) { return emit(c); },
+                                                 impl_->options().checkpoint_queue)) {}
 
-Emitter::~Emitter() = default;
+Emitter::~Emitter() {
+  // Queued checkpoints get the default close's time, then the rings close.
+  close();
+}
+
+bool Emitter::checkpoint_saved(std::string_view path, std::optional<int64_t> step,
+                               std::string_view checkpoint_id) noexcept {
+  try {
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count();
+    std::filesystem::path file{std::string(path)};
+    std::error_code ec;
+    std::filesystem::path absolute = std::filesystem::absolute(file, ec);
+    if (ec) absolute = file;
+    std::string id(checkpoint_id);
+    if (id.empty()) {
+      id = impl_->options().run_id + "/" + (step ? "step-" + std::to_string(*step) : absolute.filename().string());
+    }
+    return hasher_->Submit(absolute.lexically_normal().string(), std::move(id), step, now);
+  } catch (...) {
+    return false;  // allocation failed: not queued
+  }
+}
 
 bool Emitter::emit(const Step& v) noexcept {
   if (!v.step_ms) return impl_->Invalid();
@@ -527,10 +555,17 @@ bool Emitter::emit(const Event& v) noexcept {
 }
 
 bool Emitter::close(std::chrono::milliseconds timeout, std::string_view status, std::string_view reason) noexcept {
-  return impl_->Close(timeout, status, reason);
+  const auto start = std::chrono::steady_clock::now();
+  hasher_->Stop(timeout);
+  const auto spent = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  return impl_->Close(std::max(timeout - spent, std::chrono::milliseconds(0)), status, reason);
 }
 
-Stats Emitter::stats() const noexcept { return impl_->GetStats(); }
+Stats Emitter::stats() const noexcept {
+  Stats s = impl_->GetStats();
+  hasher_->AddTo(s);
+  return s;
+}
 
 const EmitterOptions& Emitter::options() const noexcept { return impl_->options(); }
 

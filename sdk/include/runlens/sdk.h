@@ -87,6 +87,7 @@ struct EmitterOptions {
   uint32_t batch_size = 256;                     // events per ZeroMQ message, at most
   std::chrono::milliseconds flush_interval{50};  // longest a P1-P3 event waits in a ring
   int send_hwm = 64;                             // ZMQ_SNDHWM, in batches
+  uint32_t checkpoint_queue = 64;                // files checkpoint_saved may have waiting to be hashed
 };
 
 // A number, a text or nothing: config_change old/new values.
@@ -175,12 +176,18 @@ struct Stats {
   uint64_t invalid = 0;       // events refused: a required field was missing
   std::string connect_error;  // why the endpoint could not be used; empty if it could
   bool closed = false;
+  // checkpoint_saved: files queued, hashed and sent, dropped (queue full, left
+  // at close, after close), missing or unreadable (sent with ok == false).
+  // Counted apart from emitted/dropped: the event is emitted once hashed.
+  uint64_t checkpoints_queued = 0, checkpoints_hashed = 0, checkpoints_dropped = 0, checkpoint_errors = 0;
 };
 
 // Which ring an event goes to; exposed so tests and docs can check the rules.
 Priority PriorityOf(const Train& train) noexcept;
 Priority PriorityOf(const Checkpoint& checkpoint) noexcept;
 Priority PriorityOfEventKind(std::string_view kind) noexcept;
+
+class CheckpointHasher;
 
 class Emitter {
  public:
@@ -202,6 +209,19 @@ class Emitter {
   bool emit(const Checkpoint& checkpoint) noexcept;
   bool emit(const Event& event) noexcept;
 
+  // A checkpoint file the job has written. Returns at once: a background
+  // thread (started at the first call) hashes the file (SHA-256) and then
+  // emits a Checkpoint with checkpoint_id (default "RUN_ID/step-STEP", or
+  // "RUN_ID/FILE NAME" without a step), step, uri ("file://" + the absolute
+  // path, percent-encoded), sha256, size_bytes, ok = true and time_ns = the
+  // time of this call; a missing or unreadable file sends ok = false without
+  // sha256. Unlike emit, it allocates (the path) and takes a mutex held only
+  // for queue operations. false when dropped: queue full
+  // (EmitterOptions::checkpoint_queue) or after close; close() first lets
+  // the queued files be hashed and sent within its timeout.
+  bool checkpoint_saved(std::string_view path, std::optional<int64_t> step = std::nullopt,
+                        std::string_view checkpoint_id = {}) noexcept;
+
   // Rank 0 sends run_end{status, reason} after everything queued before it.
   // Sends what it can until `timeout` has passed, then drops (and counts) the
   // rest and returns; ZeroMQ's linger is bounded by what is left of the
@@ -216,6 +236,7 @@ class Emitter {
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
+  std::unique_ptr<CheckpointHasher> hasher_;  // destroyed (stopped) before impl_
 };
 
 }  // namespace runlens::sdk

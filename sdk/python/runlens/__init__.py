@@ -25,8 +25,10 @@ See docs/sdk.md for the full contract.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
+import queue
 import threading
 import time
 import warnings
@@ -84,6 +86,16 @@ def __getattr__(name):
     raise AttributeError(f"module 'runlens' has no attribute {name!r}")
 
 
+_URI_SAFE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~/")
+
+
+def _uri_path(path):
+    """An absolute path percent-encoded for a file:// URI (RFC 8089)."""
+    if all(ch in _URI_SAFE for ch in path):
+        return path
+    return "".join(ch if ch in _URI_SAFE else "".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape")) for ch in path)
+
+
 def _failure_kind(exc_type, exc):
     """The `event` kind for an exception leaving a step, or None for the
     exceptions that end a loop normally."""
@@ -99,11 +111,131 @@ def _failure_kind(exc_type, exc):
     return "exception"
 
 
+_hasher_lock = threading.Lock()
+
+
+class _CheckpointHasher:
+    """Hashes checkpoint files (SHA-256) on a background thread, off the
+    training loop, and sends their `checkpoint` events. Jobs wait in a bounded
+    queue; a job that does not fit is dropped and counted. Holds no reference
+    to the Emitter (only to its native core)."""
+
+    _CHUNK = 1 << 20
+
+    def __init__(self, native, capacity):
+        self.native = native
+        self.queue = queue.Queue(maxsize=max(1, int(capacity)))
+        self.lock = threading.Lock()  # pending/abandoned/counters against close
+        self.thread = None
+        self.closing = False
+        self.abandoned = False
+        self.pending = 0
+        self.queued = 0
+        self.hashed = 0
+        self.dropped = 0
+        self.errors = 0
+
+    def submit(self, path, fields):
+        with self.lock:
+            if self.closing:
+                self.dropped += 1
+                return False
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="runlens-checkpoint-hasher", daemon=True)
+                self.thread.start()
+            try:
+                self.queue.put_nowait((path, fields))
+            except queue.Full:
+                self.dropped += 1
+                return False
+            self.pending += 1
+            self.queued += 1
+        return True
+
+    def _run(self):
+        while True:
+            try:
+                job = self.queue.get(timeout=0.5)
+            except queue.Empty:
+                if self.closing:  # stop() could not queue its sentinel
+                    return
+                continue
+            if job is None:
+                return
+            path, fields = job
+            try:
+                digest, size = self._hash(path)
+                fields["sha256"] = digest
+                fields.setdefault("size_bytes", size)
+                fields.setdefault("ok", True)
+                failed = False
+            except Exception:  # missing or unreadable: the checkpoint is not usable
+                fields["ok"] = False
+                failed = True
+            with self.lock:
+                if self.abandoned:  # close() gave up on it and counted it as dropped
+                    continue
+                self.pending -= 1
+                if failed:
+                    self.errors += 1
+                else:
+                    self.hashed += 1
+                try:
+                    self.native.emit("checkpoint", fields)
+                except Exception:
+                    self.errors += 1
+
+    def _hash(self, path):
+        h = hashlib.sha256()
+        size = 0
+        buf = bytearray(self._CHUNK)
+        view = memoryview(buf)
+        with open(path, "rb", buffering=0) as f:
+            while True:
+                n = f.readinto(buf)
+                if not n:
+                    break
+                if self.abandoned:
+                    raise RuntimeError("abandoned at close")
+                h.update(view[:n])  # releases the GIL for large buffers
+                size += n
+        return h.hexdigest(), size
+
+    def stop(self, timeout):
+        """Lets the queued jobs finish within `timeout` seconds; what is left
+        is dropped and counted. Returns the seconds spent."""
+        t0 = time.monotonic()
+        with self.lock:
+            self.closing = True
+            thread = self.thread
+        if thread is not None:
+            try:
+                self.queue.put(None, timeout=max(0.0, timeout))
+            except queue.Full:
+                pass
+            thread.join(max(0.0, timeout - (time.monotonic() - t0)))
+        with self.lock:
+            if self.pending and not self.abandoned:
+                self.abandoned = True
+                self.dropped += self.pending
+                self.pending = 0
+        return time.monotonic() - t0
+
+    def stats(self):
+        with self.lock:
+            return {
+                "checkpoints_queued": self.queued,
+                "checkpoints_hashed": self.hashed,
+                "checkpoints_dropped": self.dropped,
+                "checkpoint_errors": self.errors,
+            }
+
+
 class _State:
     """What the emitter's finalizer needs; kept apart from the Emitter so the
     finalizer holds no reference to it."""
 
-    __slots__ = ("native", "closed", "result", "failed", "reason", "close_timeout", "lock")
+    __slots__ = ("native", "closed", "result", "failed", "reason", "close_timeout", "lock", "hasher")
 
     def __init__(self, native, close_timeout):
         self.native = native
@@ -113,6 +245,7 @@ class _State:
         self.reason = ""
         self.close_timeout = close_timeout
         self.lock = threading.Lock()
+        self.hasher = None
 
 
 def _close_state(state, timeout=None, status=None, reason=None):
@@ -127,6 +260,11 @@ def _close_state(state, timeout=None, status=None, reason=None):
             reason = state.reason
         try:
             timeout = state.close_timeout if timeout is None else float(timeout)
+            with _hasher_lock:  # against checkpoint_saved creating it right now
+                hasher = state.hasher
+            if hasher is not None:
+                # Queued checkpoints are hashed and sent first, within the timeout.
+                timeout = max(0.0, timeout - hasher.stop(timeout))
             state.result = bool(state.native.close(timeout, str(status), str(reason or "")))
         except Exception:
             state.result = False
@@ -167,6 +305,7 @@ class Emitter:
         flush_interval_ms=50.0,
         send_hwm=64,
         close_timeout=2.0,
+        checkpoint_queue=64,
     ):
         if endpoint is None:
             endpoint = os.environ.get("RUNLENS_ENDPOINT", DEFAULT_ENDPOINT)
@@ -200,6 +339,7 @@ class Emitter:
         self.world_size = int(world_size)
         self._native = native
         self._state = _State(native, float(close_timeout))
+        self._checkpoint_queue = int(checkpoint_queue)
         # Closes with run_end at garbage collection or interpreter exit when
         # close() was never called: "failed" when the last step scope ended in
         # a failure, "completed" otherwise.
@@ -267,6 +407,49 @@ class Emitter:
     def checkpoint(self, **fields):
         return self.emit("checkpoint", **fields)
 
+    def checkpoint_saved(self, path, step=None, *, checkpoint_id=None, **fields):
+        """Reports a checkpoint file the job has written. Returns at once: the
+        file is hashed (SHA-256) on a background thread, which then sends the
+        `checkpoint` event with checkpoint_id (default "RUN_ID/step-STEP"),
+        step, uri (file:// URI of the absolute path), sha256, size_bytes and
+        ok, plus the given checkpoint fields (duration_ms, upload_ms, ...);
+        time_ns is the time of this call. A missing or unreadable file sends
+        ok=false without sha256 and is counted in
+        stats()["checkpoint_errors"]; a full queue (checkpoint_queue jobs)
+        drops the job and counts it in stats()["checkpoints_dropped"].
+        Returns True when queued; never raises."""
+        try:
+            t_ns = time.time_ns()
+            path = os.fspath(path)
+            if not os.path.isabs(path):
+                path = os.path.abspath(path)
+            if checkpoint_id is None:
+                checkpoint_id = f"{self.run_id}/step-{step}" if step is not None else f"{self.run_id}/{os.path.basename(path)}"
+            known = FIELDS["checkpoint"]
+            for name in [n for n in fields if n not in known or n in ("checkpoint_id", "sha256")]:
+                self._warn_once(("checkpoint_saved", name), f"runlens: checkpoint_saved takes no field {name!r}; it is not sent")
+                self._unknown_fields += 1
+                del fields[name]
+            fields.setdefault("time_ns", t_ns)
+            fields.setdefault("uri", "file://" + _uri_path(path))
+            fields["checkpoint_id"] = str(checkpoint_id)
+            if step is not None:
+                fields["step"] = step
+            state = self._state
+            hasher = state.hasher
+            if hasher is None:
+                with _hasher_lock:
+                    if state.hasher is None:
+                        hasher = _CheckpointHasher(self._native, self._checkpoint_queue)
+                        # After close() began, jobs are dropped and counted.
+                        hasher.closing = state.closed
+                        state.hasher = hasher
+                    hasher = state.hasher
+            return hasher.submit(path, fields)
+        except Exception:
+            self._sdk_errors += 1
+            return False
+
     # --- lifecycle -----------------------------------------------------------
 
     def close(self, timeout=None, status=None, reason=None):
@@ -302,6 +485,11 @@ class Emitter:
             stats = {}
         stats["unknown_fields"] = self._unknown_fields
         stats["sdk_errors"] = self._sdk_errors
+        hasher = self._state.hasher
+        if hasher is not None:
+            stats.update(hasher.stats())
+        else:
+            stats.update(checkpoints_queued=0, checkpoints_hashed=0, checkpoints_dropped=0, checkpoint_errors=0)
         return stats
 
     # --- for runlens.torch and other integrations ----------------------------
