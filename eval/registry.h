@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace runlens::eval {
@@ -76,6 +77,17 @@ struct MetricResult {
   double value = 0;
   int64_t n = 0;         // items (problems for pass@k) it is over
   double std_error = 0;  // standard error; NaN where it is not defined (corpus BLEU, macro F1, n < 2)
+};
+
+// One item's row in the evaluation store: what was asked, what came back and
+// how it scored, so that a regression can be traced to items.
+struct ItemRecord {
+  int64_t item = 0;
+  std::string item_hash;                               // SHA-256 of the item as the worker read it
+  std::vector<std::pair<std::string, double>> scores;  // metric -> the item's score or statistic
+  std::string response_hash;                           // SHA-256 of the model's response
+  double latency_ms = 0;
+  std::string error;  // empty, or why the item could not be scored
 };
 
 // One evaluation with its full provenance (seed section 17 and the issue's

@@ -39,6 +39,20 @@ std::string seconds(int64_t ms) {
 }
 }  // namespace
 
+EvaluationSpec make_evaluation_spec(const Suite& suite, const std::string& evaluation_id,
+                                    const std::string& checkpoint_id, int64_t submitted_ms) {
+  RUNLENS_CHECK(suite.dataset.items.has_value(), "a suite's item count is resolved before it is scheduled");
+  EvaluationSpec e;
+  e.evaluation_id = evaluation_id;
+  e.priority = suite.priority;
+  if (suite.deadline_s) e.deadline_ms = submitted_ms + *suite.deadline_s * 1000;
+  e.requirements = suite.workers;
+  e.checkpoint_id = checkpoint_id;
+  e.max_attempts = suite.max_attempts;
+  e.shards = plan_shards(evaluation_id, *suite.dataset.items, suite.partition_size, suite.dataset.first_item);
+  return e;
+}
+
 Scheduler::Scheduler(SchedulerOptions options) : options_(options) {}
 
 const Scheduler::EvalEntry* Scheduler::find(const std::string& id) const {
@@ -351,7 +365,8 @@ Completion Scheduler::complete(const std::string& evaluation_id, int partition, 
   std::string note;
   if (attempt != sh.attempts)
     note = " (a late result of attempt " + std::to_string(attempt) + "; attempt " + std::to_string(sh.attempts) +
-           (sh.state == ShardState::kRunning ? " on " + sh.last_worker + " is cancelled)" : " was not started)");
+           (sh.state == ShardState::kRunning ? " on " + sh.last_worker + " is cancelled)"
+                                             : " was lost; the queued retry is dropped)");
   release_lease(e, partition, now_ms);
   if (wi != worker_index_.end() && workers_[wi->second].leases.erase({e, partition})) workers_[wi->second].running--;
   sh.state = ShardState::kDone;

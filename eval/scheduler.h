@@ -67,6 +67,11 @@ struct EvaluationSpec {
   std::vector<bool> cached;  // per shard: served from the cache, needs no worker; empty = none
 };
 
+// The scheduling part of a suite for one evaluation: its shard plan, priority,
+// deadline (relative in the suite, absolute here), requirements and attempts.
+EvaluationSpec make_evaluation_spec(const Suite& suite, const std::string& evaluation_id,
+                                    const std::string& checkpoint_id, int64_t submitted_ms);
+
 struct Assignment {
   std::string evaluation_id;
   int partition = 0;

@@ -81,6 +81,12 @@ const MetricSpec* Suite::find_metric(std::string_view name) const {
   return nullptr;
 }
 
+std::string Suite::dataset_path() const {
+  if (dataset.path.empty() || dataset.path[0] == '/') return dataset.path;
+  const size_t slash = file.rfind('/');
+  return slash == std::string::npos ? dataset.path : file.substr(0, slash + 1) + dataset.path;
+}
+
 namespace {
 
 class SuiteParser {
@@ -468,6 +474,18 @@ class SuiteParser {
     if (judge_metric && !root["judge"]) {
       diags_.push_back(Diagnostic{judge_metric->where, "judge",
                                   "metric '" + judge_metric->name + "' needs a 'judge' block (model, prompt, rubric)"});
+    }
+    const MetricSpec* pass = s->find_metric("pass@k");
+    YAML::Node samples = root["decoding"] && root["decoding"].IsMap() ? root["decoding"]["samples"] : YAML::Node();
+    if (pass && !pass->k.empty() && samples && samples.IsScalar()) {
+      int64_t n = 0;
+      const std::string& t = samples.Scalar();
+      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+      if (ec == std::errc() && p == t.data() + t.size() && n >= 1 && n < pass->k.back()) {
+        diags_.push_back(Diagnostic{pass->where, "metrics.pass@k",
+                                    "pass@k needs at least k samples per problem: k = " +
+                                        std::to_string(pass->k.back()) + " but decoding.samples = " + t});
+      }
     }
     if (!judge_metric && root["judge"]) {
       error(root["judge"].Mark(), "judge", "a 'judge' block is given but no metric uses it (add the 'judge' metric)");

@@ -86,6 +86,8 @@ struct Suite {
   std::optional<JudgeSpec> judge;
 
   const MetricSpec* find_metric(std::string_view name) const;
+  // dataset.path, a relative one resolved against the suite file's directory.
+  std::string dataset_path() const;
 };
 
 // Parses one suite; throws runtime::ConfigError with every problem found.

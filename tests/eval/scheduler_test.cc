@@ -255,6 +255,27 @@ TEST_CASE("scheduler: the first result wins; late duplicates and repeats change 
   CHECK(s.complete("e-8", 0, 2, "w2", 2001) == Completion::kRejected);
 }
 
+TEST_CASE("scheduler: a late result for a shard queued for a retry completes it and drops the retry") {
+  Scheduler s(SchedulerOptions{1000});
+  s.add_worker({"w1", Pool::kCpu, 4096, 1}, 0);
+  s.add_worker({"w2", Pool::kCpu, 4096, 1}, 0);
+  auto e = eval_spec("e-11", Priority::kP2, 1, Pool::kCpu);
+  e.max_attempts = 3;
+  s.submit(e, 0);
+  CHECK(placed(s.schedule(0)) == std::vector<std::string>{"e-11/0@w1"});
+  s.heartbeat("w2", 1500);
+  s.expire(1500);  // w1 lost
+  CHECK(placed(s.schedule(1500)) == std::vector<std::string>{"e-11/0@w2"});
+  s.expire(3000);  // w2 lost too: attempt 3 is queued, no worker left
+  CHECK(s.shard_state("e-11", 0) == ShardState::kQueued);
+  CHECK(s.queued_shards() == 1);
+  CHECK(s.complete("e-11", 0, 1, "w1", 3100) == Completion::kAccepted);
+  CHECK(log_has(s, "e-11",
+                "shard 0 done by w1 (a late result of attempt 1; attempt 2 was lost; the queued retry is dropped)"));
+  CHECK(s.queued_shards() == 0);
+  CHECK(s.status("e-11") == EvalStatus::kCompleted);
+}
+
 TEST_CASE("scheduler: cached shards need no worker; all cached is CACHED") {
   Scheduler s;
   s.add_worker({"w1", Pool::kCpu, 4096, 4}, 0);
@@ -283,6 +304,27 @@ TEST_CASE("scheduler: invalid submissions") {
   auto bad = eval_spec("e-3", Priority::kP2, 2);
   bad.cached = {true};
   CHECK_THROWS_WITH_AS(s.submit(bad, 0), "evaluation e-3: one cached flag per shard is needed", std::invalid_argument);
+}
+
+TEST_CASE("scheduler: an evaluation from a suite") {
+  Suite suite;
+  suite.dataset.items = 360;
+  suite.dataset.first_item = 1437;
+  suite.partition_size = 100;
+  suite.priority = Priority::kP0;
+  suite.deadline_s = 1800;
+  suite.max_attempts = 2;
+  suite.workers = {Pool::kCpu, 512};
+  EvaluationSpec e = make_evaluation_spec(suite, "e-1", "ck-3", 5000);
+  CHECK(e.evaluation_id == "e-1");
+  CHECK(e.priority == Priority::kP0);
+  CHECK(e.deadline_ms == 5000 + 1800 * 1000);
+  CHECK(e.requirements.pool == Pool::kCpu);
+  CHECK(e.requirements.memory_mib == 512);
+  CHECK(e.checkpoint_id == "ck-3");
+  CHECK(e.max_attempts == 2);
+  REQUIRE(e.shards.size() == 4);
+  CHECK(e.shards[3].items == ItemRange{1737, 1797});
 }
 
 // The same calls give the same decisions, whatever happened before in the process.

@@ -165,6 +165,16 @@ TEST_CASE("suite: a dataset needs items or a path; several errors are all report
         "(exploratory), got 'high' (in priority)");
 }
 
+TEST_CASE("suite: pass@k needs at least k samples when decoding says how many") {
+  std::string s =
+      replace(valid_suite(), "decoding: {temperature: 0, max_tokens: 1}", "decoding: {temperature: 0, samples: 5}");
+  CHECK(errors_of(s) ==
+        "s.yaml:17:5: error: pass@k needs at least k samples per problem: k = 10 but decoding.samples = 5 (in "
+        "metrics.pass@k)");
+  s = replace(valid_suite(), "decoding: {temperature: 0, max_tokens: 1}", "decoding: {temperature: 0, samples: 10}");
+  CHECK(parse_suite(s, "s.yaml").decoding_json == R"({"samples":10,"temperature":0})");
+}
+
 TEST_CASE("suite: YAML syntax errors and a non-mapping top level") {
   CHECK(errors_of("suite: [unclosed\n").find("s.yaml:2:1: error: YAML syntax error") == 0);
   CHECK(errors_of("- a\n- b\n") ==
