@@ -81,6 +81,13 @@ const MetricSpec* Suite::find_metric(std::string_view name) const {
   return nullptr;
 }
 
+std::string dataset_hash_mismatch(const Suite& suite, const std::string& actual_sha256) {
+  if (actual_sha256 == suite.dataset.sha256) return {};
+  return "dataset " + suite.dataset.id + " version " + suite.dataset.version + " has changed: its content hash is " +
+         actual_sha256 + ", the suite expects " + suite.dataset.sha256 + " (at " + suite.dataset.sha256_where.str() +
+         ")";
+}
+
 std::string Suite::dataset_path() const {
   if (dataset.path.empty() || dataset.path[0] == '/') return dataset.path;
   const size_t slash = file.rfind('/');
@@ -283,6 +290,7 @@ class SuiteParser {
     d->id = required_name(n, "id", "dataset");
     d->version = required_name(n, "version", "dataset");
     d->sha256 = sha256_of(n, "sha256", "dataset");
+    if (n["sha256"]) d->sha256_where = loc(n["sha256"].Mark());
     if (n["path"]) d->path = name(n["path"], "dataset.path");
     if (n["items"]) d->items = integer(n["items"], "dataset.items", 1, 1000000000);
     if (n["first_item"]) {

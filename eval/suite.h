@@ -32,10 +32,11 @@ struct WorkerRequirements {
 struct DatasetRef {
   std::string id;
   std::string version;
-  std::string sha256;            // the expected content hash of the dataset version
-  std::string path;              // where workers read it; may be empty when items is given
-  std::optional<int64_t> items;  // number of items evaluated; none = resolved from the file by the service
-  int64_t first_item = 0;        // index of the first evaluated item (a held-out split)
+  std::string sha256;                    // the expected content hash of the dataset version
+  std::string path;                      // where workers read it; may be empty when items is given
+  std::optional<int64_t> items;          // number of items evaluated; none = resolved from the file by the service
+  int64_t first_item = 0;                // index of the first evaluated item (a held-out split)
+  runtime::SourceLocation sha256_where;  // where the suite states the hash
 };
 
 struct PromptTemplate {
@@ -89,6 +90,12 @@ struct Suite {
   // dataset.path, a relative one resolved against the suite file's directory.
   std::string dataset_path() const;
 };
+
+// "" when `actual_sha256` (the service hashes the dataset file) is what the
+// suite expects; else the error that stops the evaluation before any worker
+// runs: "dataset sklearn-digits version 1.2.1 has changed: its content hash
+// is 0123..., the suite expects 46ab... (at s.yaml:8:11)".
+std::string dataset_hash_mismatch(const Suite& suite, const std::string& actual_sha256);
 
 // Parses one suite; throws runtime::ConfigError with every problem found.
 Suite parse_suite(const std::string& text, const std::string& file = "<suite>");

@@ -203,6 +203,56 @@ TEST_CASE("suite: the judge block") {
         std::string::npos);
 }
 
+TEST_CASE("suite: no input makes the parser throw anything but ConfigError") {
+  // Every line deleted, and every value replaced by a list, a mapping, null, an empty string or a nested oddity.
+  std::string judged =
+      valid_suite() +
+      "judge: {model: m, model_version: v, prompt: p, prompt_version: p1, rubric_version: r1, criteria: "
+      "[a], scale: [1, 5], sampling: {x: 1}}\n";
+  judged = replace(judged, "  - accuracy\n", "  - judge\n");
+  std::vector<std::string> lines;
+  for (size_t at = 0, nl; at < judged.size(); at = nl + 1) {
+    nl = judged.find('\n', at);
+    lines.push_back(judged.substr(at, nl - at));
+  }
+  int parsed = 0, rejected = 0;
+  auto attempt = [&](const std::string& text) {
+    try {
+      parse_suite(text, "fuzz.yaml");
+      ++parsed;
+    } catch (const runtime::ConfigError& e) {
+      CHECK(std::string(e.what()).find("fuzz.yaml") != std::string::npos);
+      ++rejected;
+    }
+  };
+  const std::vector<std::string> values = {"[1, 2]", "{a: 1}", "~", "\"\"", "[[{}]]", "{[a]: b}", "-1", "1e999"};
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string without;
+    for (size_t j = 0; j < lines.size(); ++j) {
+      if (j != i) without += lines[j] + "\n";
+    }
+    attempt(without);
+    const size_t colon = lines[i].find(':');
+    if (colon == std::string::npos) continue;
+    for (const auto& v : values) {
+      std::string text;
+      for (size_t j = 0; j < lines.size(); ++j)
+        text += (j == i ? lines[j].substr(0, colon + 1) + " " + v : lines[j]) + "\n";
+      attempt(text);
+    }
+  }
+  CHECK(rejected > 100);
+  CHECK(parsed > 0);  // deleting an optional key, e.g. the deadline, still parses
+}
+
+TEST_CASE("suite: a dataset whose content no longer matches its version is caught, with where the hash is stated") {
+  Suite s = parse_suite(valid_suite(), "s.yaml");
+  CHECK(dataset_hash_mismatch(s, kHash).empty());
+  CHECK(dataset_hash_mismatch(s, std::string(64, '0')) ==
+        "dataset sklearn-digits version 1.2.1 has changed: its content hash is " + std::string(64, '0') +
+            ", the suite expects " + kHash + " (at s.yaml:8:11)");
+}
+
 TEST_CASE("suite: memory sizes") {
   CHECK(parse_memory_mib("512MiB") == 512);
   CHECK(parse_memory_mib("2GiB") == 2048);
