@@ -68,7 +68,12 @@ Scheduler::QueueKey Scheduler::key_of(int e, int partition) const {
 void Scheduler::enqueue(int e, int partition) {
   evals_[e].shards[partition].state = ShardState::kQueued;
   evals_[e].queued++;
+  with_queued_.insert(e);
   queue_.insert(key_of(e, partition));
+}
+
+void Scheduler::dequeued(int e) {
+  if (--evals_[e].queued == 0) with_queued_.erase(e);
 }
 
 void Scheduler::log(int e, int64_t at_ms, int partition, std::string text) {
@@ -166,10 +171,11 @@ std::string Scheduler::order_reason(int e) const {
   // The queued evaluation submitted earliest that this one goes before: a
   // lower priority, or the same priority with a later deadline.
   int passed_lower = -1, passed_deadline = -1, others = 0;
-  for (int o = 0; o < e; ++o) {
-    const EvalEntry& other = evals_[o];
-    if (other.queued == 0) continue;
+  for (int o : with_queued_) {  // ascending: submission order
+    if (o == e) continue;
     ++others;
+    if (o > e) continue;
+    const EvalEntry& other = evals_[o];
     const int p = static_cast<int>(other.spec.priority);
     const int64_t d = other.spec.deadline_ms.value_or(std::numeric_limits<int64_t>::max());
     if (p > my_p && passed_lower < 0) passed_lower = o;
@@ -184,7 +190,6 @@ std::string Scheduler::order_reason(int e) const {
            evals_[passed_deadline].spec.evaluation_id +
            (evals_[passed_deadline].spec.deadline_ms ? "'s later deadline" : " without a deadline") +
            ", queued earlier";
-  for (int o = e + 1; o < static_cast<int>(evals_.size()); ++o) others += evals_[o].queued > 0;
   if (others == 0) return mine + ", the only queued work";
   return mine + ", first in priority, deadline and submission order";
 }
@@ -256,9 +261,7 @@ std::vector<Assignment> Scheduler::schedule(int64_t now_ms) {
         "shard " + std::to_string(partition) + " of " + ev.spec.evaluation_id + " went to worker " + w.spec.id;
     if (sh.attempts > 0)
       text += " (attempt " + std::to_string(sh.attempts + 1) + " of " + std::to_string(ev.spec.max_attempts) + ")";
-    ev.queued--;  // order_reason() looks at other evaluations' queued shards
     text += ": " + order_reason(e);
-    ev.queued++;
     const bool local = has_loaded(w, ev.spec.checkpoint_id);
     if (local)
       text += "; " + w.spec.id + " has checkpoint " + ev.spec.checkpoint_id + " loaded";
@@ -282,7 +285,7 @@ std::vector<Assignment> Scheduler::schedule(int64_t now_ms) {
     log(e, now_ms, partition, std::move(text));
 
     it = queue_.erase(it);
-    ev.queued--;
+    dequeued(e);
     ev.running++;
     sh.state = ShardState::kRunning;
     sh.attempts++;
@@ -325,7 +328,7 @@ void Scheduler::release_lease(int e, int partition, int64_t now_ms) {
     evals_[e].running--;
   } else if (sh.state == ShardState::kQueued) {
     queue_.erase(key_of(e, partition));
-    evals_[e].queued--;
+    dequeued(e);
   }
   if (sh.worker >= 0) {
     WorkerEntry& w = workers_[sh.worker];

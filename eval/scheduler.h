@@ -180,6 +180,7 @@ class Scheduler {
 
   QueueKey key_of(int e, int partition) const;
   void enqueue(int e, int partition);
+  void dequeued(int e);  // one of e's shards left the queue
   void log(int e, int64_t at_ms, int partition, std::string text);
   std::string rejection(const WorkerEntry& w, const EvalEntry& e) const;  // "" = eligible
   bool has_loaded(const WorkerEntry& w, const std::string& checkpoint) const;
@@ -197,6 +198,7 @@ class Scheduler {
   std::vector<WorkerEntry> workers_;  // in id order
   std::map<std::string, int> worker_index_;
   std::set<QueueKey> queue_;
+  std::set<int> with_queued_;  // evaluations with queued shards, for order_reason()
   SchedulerCounters counters_;
 };
 
