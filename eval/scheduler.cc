@@ -505,6 +505,11 @@ int Scheduler::shards_done(const std::string& evaluation_id) const {
   return ev ? ev->done + ev->cached : 0;
 }
 
+int Scheduler::shard_count(const std::string& evaluation_id) const {
+  const EvalEntry* ev = find(evaluation_id);
+  return ev ? static_cast<int>(ev->shards.size()) : 0;
+}
+
 std::vector<std::string> Scheduler::why(const std::string& evaluation_id) const {
   std::vector<std::string> out;
   const EvalEntry* ev = find(evaluation_id);

@@ -146,6 +146,7 @@ class Scheduler {
   ShardState shard_state(const std::string& evaluation_id, int partition) const;
   std::vector<int> missing_shards(const std::string& evaluation_id) const;  // failed shards, ascending
   int shards_done(const std::string& evaluation_id) const;                  // done + cached
+  int shard_count(const std::string& evaluation_id) const;                  // 0 for an unknown evaluation
   // The decision log of one evaluation, oldest first, for `runlens eval why ID`.
   std::vector<std::string> why(const std::string& evaluation_id) const;
   const SchedulerCounters& counters() const { return counters_; }

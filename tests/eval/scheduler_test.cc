@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
+#include <random>
 #include <string>
 
 namespace runlens::eval {
@@ -351,6 +353,106 @@ std::vector<std::string> run_scenario() {
     out.push_back(std::string(eval_status_name(s.status(id))));
   }
   return out;
+}
+
+// Random workloads, checked against what the public API promises: a shard is
+// handed out only while queued, a worker never holds more leases than slots,
+// the queue holds exactly the queued shards, a terminal evaluation has no
+// queued or running shard, and once workers stay healthy every evaluation a
+// worker can run ends, COMPLETED exactly when no shard is missing.
+TEST_CASE("scheduler: invariants under random submissions, results, failures and lost workers") {
+  int ended = 0;
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    CAPTURE(seed);
+    std::mt19937 rng(seed);
+    Scheduler s(SchedulerOptions{300});
+    const int workers = 1 + static_cast<int>(rng() % 4);
+    std::map<std::string, int> slots;
+    auto pool_of = [](int w) { return w % 2 ? Pool::kCpu : Pool::kGpu; };  // w0 GPU, w1 CPU, ...
+    for (int w = 0; w < workers; ++w) {
+      const std::string id = "w" + std::to_string(w);
+      slots[id] = 1 + static_cast<int>(rng() % 3);
+      s.add_worker({id, pool_of(w), 8192, slots[id]}, 0);
+    }
+    auto keep_alive = [&](int64_t t, int silent) {
+      for (int w = 0; w < workers; ++w) {
+        const std::string id = "w" + std::to_string(w);
+        if (w != silent && !s.heartbeat(id, t)) s.add_worker({id, pool_of(w), 8192, slots[id]}, t);
+      }
+    };
+    std::vector<std::string> evals;
+    std::map<std::pair<std::string, int>, std::pair<std::string, int>> outstanding;  // shard -> worker, attempt
+    int64_t t = 1;
+    for (int round = 0; round < 200; ++round, t += 50) {
+      if (rng() % 4 == 0) {
+        const std::string id = "e" + std::to_string(evals.size());
+        auto e = eval_spec(id, static_cast<Priority>(rng() % 4), 1 + static_cast<int>(rng() % 6),
+                           rng() % 2 ? Pool::kCpu : Pool::kGpu);
+        e.max_attempts = 1 + static_cast<int>(rng() % 3);
+        if (rng() % 3 == 0) e.deadline_ms = t + static_cast<int64_t>(rng() % 5000);
+        s.submit(e, t);
+        evals.push_back(id);
+      }
+      for (const auto& a : s.schedule(t)) {
+        CHECK(s.shard_state(a.evaluation_id, a.partition) == ShardState::kRunning);
+        outstanding[{a.evaluation_id, a.partition}] = {a.worker, a.attempt};
+      }
+      std::map<std::string, int> held;
+      for (const auto& [shard, lease] : outstanding) {
+        if (s.shard_state(shard.first, shard.second) == ShardState::kRunning) ++held[lease.first];
+      }
+      for (const auto& [w, n] : held) CHECK(n <= slots[w]);
+      // Workers report some of their shards, a few fail, and now and then one goes silent.
+      const int silent = rng() % 5 == 0 ? static_cast<int>(rng() % workers) : -1;
+      for (auto it = outstanding.begin(); it != outstanding.end();) {
+        const auto [shard, lease] = *it;
+        const unsigned r = rng() % 10;
+        if (lease.first == "w" + std::to_string(silent) || r < 3) {
+          ++it;
+          continue;
+        }
+        if (r == 3)
+          s.fail(shard.first, shard.second, lease.second, lease.first, "scorer crashed", t);
+        else if (s.can_accept(shard.first, shard.second, lease.second))
+          CHECK(s.complete(shard.first, shard.second, lease.second, lease.first, t) == Completion::kAccepted);
+        else
+          CHECK(s.complete(shard.first, shard.second, lease.second, lease.first, t) != Completion::kAccepted);
+        it = outstanding.erase(it);
+      }
+      keep_alive(t, silent);
+      s.expire(t + 1);
+      size_t queued = 0;
+      for (const auto& id : evals) {
+        for (int p = 0; p < s.shard_count(id); ++p) {
+          const ShardState st = s.shard_state(id, p);
+          queued += st == ShardState::kQueued;
+          if (is_terminal(s.status(id))) CHECK((st != ShardState::kQueued && st != ShardState::kRunning));
+        }
+      }
+      CHECK(s.queued_shards() == queued);
+    }
+    // Healthy from here on: every worker heartbeats and reports everything.
+    for (int round = 0; round < 400; ++round, t += 50) {
+      keep_alive(t, -1);
+      for (const auto& [shard, lease] : outstanding)
+        s.complete(shard.first, shard.second, lease.second, lease.first, t);
+      outstanding.clear();
+      for (const auto& a : s.schedule(t)) outstanding[{a.evaluation_id, a.partition}] = {a.worker, a.attempt};
+    }
+    const bool has_cpu = workers > 1;
+    for (const auto& id : evals) {
+      CAPTURE(id);
+      const EvalStatus st = s.status(id);
+      if (s.why(id)[0].find("needing a cpu worker") != std::string::npos && !has_cpu) {
+        CHECK(st == EvalStatus::kQueued);  // no worker can run it: it waits
+        continue;
+      }
+      CHECK(is_terminal(st));
+      CHECK((st == EvalStatus::kCompleted) == s.missing_shards(id).empty());
+      ++ended;
+    }
+  }
+  CHECK(ended > 50);
 }
 
 TEST_CASE("scheduler: deterministic") {
