@@ -145,6 +145,7 @@ AcceptOutcome Aggregator::accept(const ShardResult& r) {
         case Aggregation::kMean:
           if (!std::isfinite(x[0]) || x[0] < lo || x[0] > hi)
             return bad("score " + num(x[0]) + " is outside [" + num(lo) + ", " + num(hi) + "]");
+          if (spec.def->binary && x[0] != 0 && x[0] != 1) return bad("score " + num(x[0]) + " must be 0 or 1");
           a.mean.add(x[0]);
           break;
         case Aggregation::kTokenWeighted:

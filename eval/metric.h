@@ -41,6 +41,7 @@ struct MetricDef {
   bool uses_judge = false;  // needs the suite's judge block (its scale replaces lo/hi)
   std::vector<ArgDef> args;
   std::string_view doc;
+  bool binary = false;  // kMean: an item scores exactly 0 or 1 (a rate)
 };
 
 // Every metric, in documentation order.

@@ -176,6 +176,8 @@ TEST_CASE("aggregator: malformed results are rejected with a reason and never pa
       {"stats short", [](auto& r) { r.stats.pop_back(); }, head + "expected 5 statistics per item (15 in all), got 14"},
       {"score out of range", [](auto& r) { r.stats[5] = 1.5; },
        head + "accuracy of item 1: score 1.5 is outside [0, 1]"},
+      {"a rate that is neither 0 nor 1", [](auto& r) { r.stats[5] = 0.5; },
+       head + "accuracy of item 1: score 0.5 must be 0 or 1"},
       {"score NaN", [](auto& r) { r.stats[10] = NAN; }, head + "accuracy of item 2: score NaN is outside [0, 1]"},
       {"positive log-likelihood", [](auto& r) { r.stats[6] = 0.5; },
        head + "perplexity of item 1: log-likelihood 0.5 must be finite and at most 0"},
