@@ -1,9 +1,9 @@
 #include "operators/train_marks.h"
 
 #include <cmath>
-#include <unordered_map>
 
 #include "operators/placement.h"
+#include "operators/run_state.h"
 
 namespace runlens::ops {
 
@@ -35,12 +35,36 @@ std::optional<TrainMarks> mark_train(const TrainMarksOptions& o, const Train& t,
 
 namespace {
 
-class TrainMarksOp final : public Operator {
+class TrainMarksOp final : public PerRunOperator<TrainMarksOp, TrainSeries> {
  public:
+  static constexpr runtime::state::StateType kState{"train_marks", 1};
   explicit TrainMarksOp(const TrainMarksOptions& o) : o_(o) {}
+  template <class Io>
+  void state_fields(Io& io) {
+    io(runs_);
+  }
 
-  void process(const Record& r, Emitter& out) override {
-    static const Symbol kRestart = Symbol::intern("restart");
+  // A restart starts the series again; a node's restart (no run) is one of
+  // every run placed there (and on that GPU, when it says).
+  void on_restart(Symbol run, const Record& r, Emitter&) {
+    if (!run.empty()) {
+      runs_[run].restart();
+      return;
+    }
+    const Occurrence& e = r.as<Occurrence>();
+    if (e.node.empty()) return;
+    int32_t gpu = e.has(Occurrence::F::gpu) ? e.gpu : -1;
+    for (auto& [id, s] : runs_) {
+      for (const auto& [node, g] : s.placed) {
+        if (node == e.node && (gpu < 0 || g == gpu)) {
+          s.restart();
+          break;
+        }
+      }
+    }
+  }
+
+  void handle(const Record& r, Emitter& out) {
     switch (r.kind()) {
       case Kind::kRunStart: {
         const RunStart& rs = r.run_start();
@@ -55,26 +79,6 @@ class TrainMarksOp final : public Operator {
       case Kind::kRunEnd: {
         auto it = runs_.find(r.as<RunEnd>().run_id);
         if (it != runs_.end()) it->second.placed.clear();
-        break;
-      }
-      case Kind::kEvent: {
-        const Occurrence& e = r.as<Occurrence>();
-        if (e.kind != kRestart) break;
-        if (!e.run_id.empty()) {
-          runs_[e.run_id].restart();
-          break;
-        }
-        // A node's restart is one of every run placed there (and on that GPU, when it says).
-        if (e.node.empty()) break;
-        int32_t gpu = e.has(Occurrence::F::gpu) ? e.gpu : -1;
-        for (auto& [run, s] : runs_) {
-          for (const auto& [node, g] : s.placed) {
-            if (node == e.node && (gpu < 0 || g == gpu)) {
-              s.restart();
-              break;
-            }
-          }
-        }
         break;
       }
       case Kind::kTrain: {
@@ -95,7 +99,6 @@ class TrainMarksOp final : public Operator {
 
  private:
   TrainMarksOptions o_;
-  std::unordered_map<Symbol, TrainSeries> runs_;
 };
 
 // Per run, but a node's events (no run) go to every partition: each holds

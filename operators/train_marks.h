@@ -38,6 +38,10 @@ struct TrainSeries {
     last_step = INT64_MIN;
     lr1.reset(), lr2.reset(), loss.reset(), grad_norm.reset();
   }
+  template <class Io>
+  void fields(Io& io) {  // docs/state.md
+    io(started, placed, last_step, lr1, lr2, loss, grad_norm);
+  }
 };
 
 // The marks of one train report against the series before it; advances the

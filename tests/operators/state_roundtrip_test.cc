@@ -175,6 +175,7 @@ const Case kCases[] = {
     {"straggler", {"straggler:rank=3,from=40"}, {"straggler"}},
     {"step_stats", {"straggler:rank=3,from=40"}, {}},
     {"nan_detect", {"nan:step=110"}, {"nan_loss"}},
+    {"train_marks", {"lr_change:step=100,factor=20", "nan:step=110"}, {}},
     {"spike_detect", {"lr_change:step=100,factor=20", "nan:step=110"}, {"loss_spike"}},
     {"throughput_regression", {"config_slowdown:step=70"}, {"mfu_drop"}},
     {"data_starvation", {"slow_shard:shard=5,from=60"}, {"data_starvation"}},
@@ -203,9 +204,10 @@ std::vector<int64_t> cuts(const std::vector<Record>& in, const std::vector<Recor
     if (it != times.end()) at.insert(*it);
     if (it != times.end() && std::next(it) != times.end()) at.insert(*std::next(it));
   };
-  int alerts = 0;
+  // Around the first three rows of each kind it emits (alerts, marks, ...).
+  std::map<Kind, int> emitted;
   for (const Record& r : out) {
-    if (r.kind() == Kind::kAlert && alerts++ < 3) around(r.time_ns);
+    if (emitted[r.kind()]++ < 3) around(r.time_ns);
   }
   int64_t middle = times[times.size() / 2];
   std::set<Kind> kinds;
