@@ -2,8 +2,6 @@
 
 #include <cstring>
 
-#include "runtime/status.h"
-
 namespace runlens::sha256 {
 
 namespace {
@@ -20,9 +18,10 @@ constexpr uint32_t kK[64] = {
 inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 }  // namespace
 
-Hasher::Hasher() : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
+Hasher::Hasher() noexcept
+    : h_{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19} {}
 
-void Hasher::block(const uint8_t* p) {
+void Hasher::block(std::array<uint32_t, 8>& hs, const uint8_t* p) noexcept {
   uint32_t w[64];
   for (int i = 0; i < 16; ++i) {
     w[i] = (uint32_t(p[4 * i]) << 24) | (uint32_t(p[4 * i + 1]) << 16) | (uint32_t(p[4 * i + 2]) << 8) |
@@ -33,7 +32,7 @@ void Hasher::block(const uint8_t* p) {
     uint32_t s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10);
     w[i] = w[i - 16] + s0 + w[i - 7] + s1;
   }
-  uint32_t a = h_[0], b = h_[1], c = h_[2], d = h_[3], e = h_[4], f = h_[5], g = h_[6], h = h_[7];
+  uint32_t a = hs[0], b = hs[1], c = hs[2], d = hs[3], e = hs[4], f = hs[5], g = hs[6], h = hs[7];
   for (int i = 0; i < 64; ++i) {
     uint32_t S1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25);
     uint32_t ch = (e & f) ^ (~e & g);
@@ -43,11 +42,10 @@ void Hasher::block(const uint8_t* p) {
     uint32_t t2 = S0 + maj;
     h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
   }
-  h_[0] += a, h_[1] += b, h_[2] += c, h_[3] += d, h_[4] += e, h_[5] += f, h_[6] += g, h_[7] += h;
+  hs[0] += a, hs[1] += b, hs[2] += c, hs[3] += d, hs[4] += e, hs[5] += f, hs[6] += g, hs[7] += h;
 }
 
-void Hasher::update(const void* data, size_t size) {
-  RUNLENS_CHECK(!finished_, "a SHA-256 hasher was updated after digest()");
+void Hasher::update(const void* data, size_t size) noexcept {
   const auto* p = static_cast<const uint8_t*>(data);
   total_bytes_ += size;
   if (buffered_ > 0) {
@@ -55,30 +53,33 @@ void Hasher::update(const void* data, size_t size) {
     std::memcpy(buf_.data() + buffered_, p, take);
     buffered_ += take, p += take, size -= take;
     if (buffered_ < 64) return;
-    block(buf_.data());
+    block(h_, buf_.data());
     buffered_ = 0;
   }
-  for (; size >= 64; p += 64, size -= 64) block(p);
+  for (; size >= 64; p += 64, size -= 64) block(h_, p);
   std::memcpy(buf_.data(), p, size);
   buffered_ = size;
 }
 
-Digest Hasher::digest() {
-  RUNLENS_CHECK(!finished_, "digest() was called twice on one SHA-256 hasher");
+Digest Hasher::digest() const noexcept {
+  // The padding (a 1 bit, zeros, then the length in bits, big-endian) goes
+  // into copies, so the hasher can take more input afterwards.
+  std::array<uint32_t, 8> hs = h_;
+  std::array<uint8_t, 64> buf = buf_;
+  size_t n = buffered_;
   uint64_t bits = total_bytes_ * 8;
-  buf_[buffered_++] = 0x80;  // the padding: a 1 bit, zeros, then the length in bits (big-endian)
-  if (buffered_ > 56) {
-    std::memset(buf_.data() + buffered_, 0, 64 - buffered_);
-    block(buf_.data());
-    buffered_ = 0;
+  buf[n++] = 0x80;
+  if (n > 56) {
+    std::memset(buf.data() + n, 0, 64 - n);
+    block(hs, buf.data());
+    n = 0;
   }
-  std::memset(buf_.data() + buffered_, 0, 56 - buffered_);
-  for (int i = 0; i < 8; ++i) buf_[56 + i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
-  block(buf_.data());
-  finished_ = true;
+  std::memset(buf.data() + n, 0, 56 - n);
+  for (int i = 0; i < 8; ++i) buf[56 + i] = static_cast<uint8_t>(bits >> (56 - 8 * i));
+  block(hs, buf.data());
   Digest d;
   for (int i = 0; i < 8; ++i) {
-    for (int j = 0; j < 4; ++j) d[4 * i + j] = static_cast<uint8_t>(h_[i] >> (24 - 8 * j));
+    for (int j = 0; j < 4; ++j) d[4 * i + j] = static_cast<uint8_t>(hs[i] >> (24 - 8 * j));
   }
   return d;
 }

@@ -17,21 +17,22 @@ namespace runlens::sha256 {
 
 using Digest = std::array<uint8_t, 32>;
 
-// Incremental hashing: update() any number of times, then digest() once.
+// Incremental hashing: update() any number of times; digest() is the hash of
+// what was given so far (it does not finish the hasher). No dependency and no
+// exception: the training SDK hashes checkpoints with it too.
 class Hasher {
  public:
-  Hasher();
-  void update(const void* data, size_t size);
-  void update(std::string_view s) { update(s.data(), s.size()); }
-  Digest digest();  // finishes; the hasher must not be updated afterwards
+  Hasher() noexcept;
+  void update(const void* data, size_t size) noexcept;
+  void update(std::string_view s) noexcept { update(s.data(), s.size()); }
+  Digest digest() const noexcept;
 
  private:
-  void block(const uint8_t* p);
+  static void block(std::array<uint32_t, 8>& h, const uint8_t* p) noexcept;
   std::array<uint32_t, 8> h_;
   std::array<uint8_t, 64> buf_{};
   size_t buffered_ = 0;
   uint64_t total_bytes_ = 0;
-  bool finished_ = false;
 };
 
 Digest hash(std::string_view data);

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "sha256.h"
+#include "formats/sha256.h"
 
 namespace runlens::sdk {
 
@@ -35,7 +35,7 @@ bool CheckpointHasher::Submit(std::string path, std::string checkpoint_id, std::
 bool CheckpointHasher::Hash(const std::string& path, std::string& hex, int64_t& size) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return false;
-  Sha256 h;
+  sha256::Hasher h;
   std::vector<unsigned char> buf(1 << 20);
   size = 0;
   bool ok = true;
@@ -46,7 +46,7 @@ bool CheckpointHasher::Hash(const std::string& path, std::string& hex, int64_t& 
     }
     const size_t n = std::fread(buf.data(), 1, buf.size(), f);
     if (n > 0) {
-      h.Update(buf.data(), n);
+      h.update(buf.data(), n);
       size += static_cast<int64_t>(n);
     }
     if (n < buf.size()) {
@@ -55,7 +55,7 @@ bool CheckpointHasher::Hash(const std::string& path, std::string& hex, int64_t& 
     }
   }
   std::fclose(f);
-  if (ok) hex = h.HexDigest();
+  if (ok) hex = sha256::to_hex(h.digest());
   return ok;
 }
 
