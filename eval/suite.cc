@@ -13,6 +13,7 @@
 #include "formats/json_writer.h"
 #include "formats/sha256.h"
 #include "runtime/params.h"
+#include "runtime/yaml_checker.h"
 
 namespace runlens::eval {
 
@@ -96,25 +97,14 @@ std::string Suite::dataset_path() const {
 
 namespace {
 
-class SuiteParser {
+class SuiteParser : runtime::YamlChecker {
  public:
-  explicit SuiteParser(std::string file) : file_(std::move(file)) {}
+  explicit SuiteParser(std::string file) : YamlChecker(std::move(file)) {}
 
   Suite parse(const std::string& text) {
     Suite s;
     s.file = file_;
-    YAML::Node root;
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::ParserException& e) {
-      error(e.mark, "", "YAML syntax error: " + e.msg);
-      throw ConfigError(diags_);
-    }
-    if (!root.IsMap()) {
-      error(root.IsDefined() ? root.Mark() : YAML::Mark(), "",
-            "expected a mapping with 'suite', 'benchmark', 'dataset', ... at the top level");
-      throw ConfigError(diags_);
-    }
+    YAML::Node root = load_mapping(text, "'suite', 'benchmark', 'dataset', ...");
     check_keys(root,
                {"suite", "benchmark", "version", "evaluator", "dataset", "prompt", "metrics", "decoding",
                 "partition_size", "priority", "deadline", "max_attempts", "workers", "judge"},
@@ -161,13 +151,6 @@ class SuiteParser {
   }
 
  private:
-  SourceLocation loc(const YAML::Mark& m) const {
-    if (m.is_null()) return SourceLocation{file_, 0, 0};
-    return SourceLocation{file_, m.line + 1, m.column + 1};
-  }
-  void error(const YAML::Mark& m, const std::string& path, const std::string& msg) {
-    diags_.push_back(Diagnostic{loc(m), path, msg});
-  }
   static std::string join(const std::string& path, const std::string& key) {
     return path.empty() ? key : path + "." + key;
   }
@@ -557,9 +540,6 @@ class SuiteParser {
     if (n["max_tokens"]) integer(n["max_tokens"], path + ".max_tokens", 1, 1000000);
     if (n["samples"]) integer(n["samples"], path + ".samples", 1, 1000000);
   }
-
-  std::string file_;
-  std::vector<Diagnostic> diags_;
 };
 
 }  // namespace

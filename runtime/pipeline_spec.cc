@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/yaml_checker.h"
+
 namespace runlens::runtime {
 
 std::string_view role_section(Role r) {
@@ -116,26 +118,15 @@ std::optional<std::string> substitute_vars(const std::string& text, const VarLoo
 
 namespace {
 
-class Parser {
+class Parser : YamlChecker {
  public:
   Parser(std::string file, const Catalog& catalog, const VarLookup& vars)
-      : file_(std::move(file)), catalog_(catalog), vars_(vars) {}
+      : YamlChecker(std::move(file)), catalog_(catalog), vars_(vars) {}
 
   PipelineSpec parse(const std::string& text) {
     PipelineSpec spec;
     spec.file = file_;
-    YAML::Node root;
-    try {
-      root = YAML::Load(text);
-    } catch (const YAML::ParserException& e) {
-      error(e.mark, "", "YAML syntax error: " + e.msg);
-      throw ConfigError(diags_);
-    }
-    if (!root.IsMap()) {
-      error(root.IsDefined() ? root.Mark() : YAML::Mark(), "",
-            "expected a mapping with 'sources', 'operators' and 'sinks' at the top level");
-      throw ConfigError(diags_);
-    }
+    YAML::Node root = load_mapping(text, "'sources', 'operators' and 'sinks'");
     static const std::vector<std::string> kTop = {"version", "name", "settings", "sources", "operators", "sinks"};
     check_keys(root, kTop, "");
     if (root["version"] && scalar(root["version"], "version") != "1") {
@@ -167,14 +158,6 @@ class Parser {
   }
 
  private:
-  SourceLocation loc(const YAML::Mark& m) const {
-    if (m.is_null()) return SourceLocation{file_, 0, 0};
-    return SourceLocation{file_, m.line + 1, m.column + 1};
-  }
-  void error(const YAML::Mark& m, const std::string& path, const std::string& msg) {
-    diags_.push_back(Diagnostic{loc(m), path, msg});
-  }
-
   std::string scalar(const YAML::Node& n, const std::string& path, YAML::Mark at = YAML::Mark::null_mark()) {
     if (at.is_null()) at = n.Mark();
     if (!n.IsScalar()) {
@@ -494,10 +477,8 @@ class Parser {
     return sorted;
   }
 
-  std::string file_;
   const Catalog& catalog_;
   const VarLookup& vars_;
-  std::vector<Diagnostic> diags_;
 };
 
 std::string dot_escape(const std::string& s) {
