@@ -20,7 +20,8 @@ std::optional<Value> opt(const Value* v) { return v ? std::optional<Value>(*v) :
 
 // An LR change inside a run: the inferred change, or a config change of lr.
 bool is_lr_change(const store::TimelineEntry& e) {
-  return e.kind == "lr_change" || (e.kind == event_kind::kConfigChange && e.summary.find(": lr ") != std::string::npos);
+  return e.kind == timeline_kind::kLrChange ||
+         (e.kind == event_kind::kConfigChange && e.summary.find(": lr ") != std::string::npos);
 }
 
 }  // namespace

@@ -145,7 +145,7 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
   } else if (run.status == "failed" || run.status == "aborted") {
     p.failed = true;
     p.critical = true;
-    p.failure_kind = "run_end";
+    p.failure_kind = timeline_kind::kRunEnd;
     p.failure_step = run.step;
     p.failure_title = "Run " + run.status + (run.step ? " at step " + step_text(*run.step) : "");
     p.failure_summary = run.end_reason;
@@ -166,7 +166,7 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
   int64_t focus = p.failure_step.value_or(run.step.value_or(0));
   store::StepRange window{std::max<int64_t>(0, focus - o.window), focus + 10};
   for (const auto& e : s.graph->timeline(run.run_id, window, 100000)) {
-    if (e.kind == "run_start" || (e.kind == "checkpoint" && e.severity == "info")) continue;
+    if (e.kind == timeline_kind::kRunStart || (e.kind == timeline_kind::kCheckpoint && e.severity == "info")) continue;
     p.related.push_back({e.step, e.kind, e.summary});
   }
   if (p.related.size() > 20) p.related.erase(p.related.begin(), p.related.end() - 20);
@@ -258,7 +258,8 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
     p.cause = cause::kUnknown;
     p.cause_summary = "No diagnosis in the store for this run; the evidence at hand is listed.";
     for (const auto& r : p.related) {
-      if (r.kind != "alert" && (!r.step || !p.failure_step || *r.step <= *p.failure_step)) p.evidence.push_back(r);
+      if (r.kind != timeline_kind::kAlert && (!r.step || !p.failure_step || *r.step <= *p.failure_step))
+        p.evidence.push_back(r);
     }
     for (const auto& lists : {&p.stragglers, &p.gpu_errors, &p.nccl_errors, &p.oom, &p.missing_ranks}) {
       for (const auto& i : *lists) p.evidence.push_back(i);

@@ -35,6 +35,9 @@ std::string vocabulary_markdown() {
   md += "\n";
   table(&md, "**Event kinds** (`event.kind` in the telemetry contract; runs may send other words too):", "event kind",
         event_kind::kAll);
+  md += "\n";
+  table(&md, "**Timeline entry kinds** (a timeline entry's `kind`, besides the event kinds above):", "timeline kind",
+        timeline_kind::kAll);
   return md;
 }
 

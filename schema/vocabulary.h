@@ -73,6 +73,20 @@
   X(kRestart, "restart", "The run restarted: the steps that follow are a new attempt, and detectors start afresh.") \
   X(kAbort, "abort", "The run was aborted.")
 
+// The kinds of a run's timeline entries (the store's `timeline`, the API's
+// /timeline, timeline.jsonl) that are not event kinds: an event (`xid`,
+// `config_change`, `restart`, ...) is entered under its own event kind.
+#define RUNLENS_TIMELINE_KINDS(X)                                                                                    \
+  X(kRunStart, "run_start", "The run started: its ranks, nodes, model and dataset.")                                 \
+  X(kRunEnd, "run_end", "The run ended, with its status and reason.")                                                \
+  X(kLrChange, "lr_change", "The learning rate changed beyond its schedule (from train_marks, or a config_change).") \
+  X(kLossJump, "loss_jump", "The loss is several times the previous step's (train_marks).")                          \
+  X(kGradNormJump, "grad_norm_jump", "The gradient norm is several times the previous step's (train_marks).")        \
+  X(kNonFinite, "non_finite", "The first step of a run with a non-finite loss or gradient norm.")                    \
+  X(kCheckpoint, "checkpoint", "A checkpoint was saved, or failed.")                                                 \
+  X(kAlert, "alert", "An alert (a symptom), with its severity and summary.")                                         \
+  X(kDiagnosis, "diagnosis", "The diagnosis of an incident by root_cause: its cause and owner.")
+
 namespace runlens {
 
 // One word of the vocabulary and the line that documents it.
@@ -108,13 +122,19 @@ RUNLENS_EVENT_KINDS(RUNLENS_VOCAB_CONSTANT_)
 inline constexpr Term kAll[] = {RUNLENS_EVENT_KINDS(RUNLENS_VOCAB_TERM_)};
 }  // namespace event_kind
 
+// The `kind` of a timeline entry that is not an event kind.
+namespace timeline_kind {
+RUNLENS_TIMELINE_KINDS(RUNLENS_VOCAB_CONSTANT_)
+inline constexpr Term kAll[] = {RUNLENS_TIMELINE_KINDS(RUNLENS_VOCAB_TERM_)};
+}  // namespace timeline_kind
+
 #undef RUNLENS_VOCAB_CONSTANT_
 #undef RUNLENS_VOCAB_TERM_
 
 // The term named `word` in `terms`, or null.
 const Term* find_term(std::span<const Term> terms, std::string_view word);
 
-// The vocabulary's tables (kinds, causes, owners, event kinds) as markdown:
+// The vocabulary's tables (kinds, causes, owners, event and timeline kinds) as markdown:
 // docs/alerts.md holds them, `runlens operators --vocabulary` prints them, and
 // a test checks that the page is current.
 std::string vocabulary_markdown();

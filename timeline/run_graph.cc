@@ -351,8 +351,8 @@ class RunGraphBuilder::Impl {
       w.end_object();
     }
     w.end_object();
-    add_entry(st, r.time_ns, st.latest_step, again ? "restart" : "run_start", again ? "warning" : "info", summary, "",
-              detail);
+    add_entry(st, r.time_ns, st.latest_step, again ? event_kind::kRestart : timeline_kind::kRunStart,
+              again ? "warning" : "info", summary, "", detail);
   }
 
   void on_train(const Record& r) {
@@ -379,7 +379,7 @@ class RunGraphBuilder::Impl {
         if (t.has(Train::F::grad_norm)) s += " grad_norm " + num(t.grad_norm);
         if (t.has(Train::F::nan_count) && t.nan_count > 0) s += " nan_count " + std::to_string(t.nan_count);
         if (t.has(Train::F::inf_count) && t.inf_count > 0) s += " inf_count " + std::to_string(t.inf_count);
-        add_entry(st, r.time_ns, t.step, "non_finite", "critical", s, "", "");
+        add_entry(st, r.time_ns, t.step, timeline_kind::kNonFinite, "critical", s, "", "");
       }
       st.non_finite = true;
     } else {
@@ -407,12 +407,12 @@ class RunGraphBuilder::Impl {
             .key("factor")
             .num(after / before)
             .end_object();
-        add_entry(st, r.time_ns, t.step, "lr_change", "warning",
+        add_entry(st, r.time_ns, t.step, timeline_kind::kLrChange, "warning",
                   "learning rate changed " + num(before) + " -> " + num(after) + " (" + num(after / before) + "x)", "",
                   detail);
       }
     }
-    auto jump = [&](const std::optional<TrainMarks::Change>& c, const char* kind, const char* name) {
+    auto jump = [&](const std::optional<TrainMarks::Change>& c, std::string_view kind, const char* name) {
       if (!c) return;
       std::string detail;
       json::Writer(&detail).begin_object().key("old").num(c->before).key("new").num(c->after).end_object();
@@ -421,8 +421,8 @@ class RunGraphBuilder::Impl {
                     num(c->after / c->before) + "x)",
                 "", detail);
     };
-    jump(t.loss, "loss_jump", "loss");
-    jump(t.grad_norm, "grad_norm_jump", "gradient norm");
+    jump(t.loss, timeline_kind::kLossJump, "loss");
+    jump(t.grad_norm, timeline_kind::kGradNormJump, "gradient norm");
   }
 
   void on_step_stats(const Record& r) {
@@ -489,8 +489,8 @@ class RunGraphBuilder::Impl {
     if (row.duration_ms) s += ", " + num(*row.duration_ms / 1000) + " s";
     if (row.size_bytes) s += ", " + num(static_cast<double>(*row.size_bytes) / (1 << 30)) + " GiB";
     if (row.step) bump_step(st, *row.step);
-    add_entry(st, r.time_ns, row.step ? row.step : st.latest_step, "checkpoint", failed ? "critical" : "info", s,
-              row.checkpoint_id, "");
+    add_entry(st, r.time_ns, row.step ? row.step : st.latest_step, timeline_kind::kCheckpoint,
+              failed ? "critical" : "info", s, row.checkpoint_id, "");
     graph_.checkpoints.push_back(std::move(row));
     count_row();
   }
@@ -580,8 +580,8 @@ class RunGraphBuilder::Impl {
       if (a.threshold) w.key("threshold").num(*a.threshold);
       w.key("incident_id").str(sa.incident_id);
       w.end_object();
-      add_entry(st, r.time_ns, step, diagnosis ? "diagnosis" : "alert", std::string(severity_name(a.severity)), s,
-                a.alert_id, detail);
+      add_entry(st, r.time_ns, step, diagnosis ? timeline_kind::kDiagnosis : timeline_kind::kAlert,
+                std::string(severity_name(a.severity)), s, a.alert_id, detail);
       if (!diagnosis) open_failure_window(run, st, step, r.time_ns, a.node);
     }
     if (runs.empty() && !a.node.empty()) open_gpu_window({a.node}, r.time_ns);
@@ -598,7 +598,8 @@ class RunGraphBuilder::Impl {
     st.row.ended_ns = r.time_ns;
     std::string s = "run " + st.row.status;
     if (!e.reason.empty()) s += ": " + e.reason;
-    add_entry(st, r.time_ns, st.latest_step, "run_end", st.row.status == "completed" ? "info" : "critical", s, "", "");
+    add_entry(st, r.time_ns, st.latest_step, timeline_kind::kRunEnd, st.row.status == "completed" ? "info" : "critical",
+              s, "", "");
     keep_recent(e.run_id, st);
     st.ended = true;
     st.recent.clear();
@@ -610,10 +611,10 @@ class RunGraphBuilder::Impl {
 
   // --- timeline and incidents ---------------------------------------------------------
 
-  void add_entry(RunState& st, int64_t t, std::optional<int64_t> step, std::string kind, std::string severity,
+  void add_entry(RunState& st, int64_t t, std::optional<int64_t> step, std::string_view kind, std::string severity,
                  std::string summary, std::string ref, std::string detail) {
     store::TimelineEntry e{
-        st.row.run_id,    step, t, std::move(kind), std::move(severity), std::move(summary), std::move(ref),
+        st.row.run_id,    step, t, std::string(kind), std::move(severity), std::move(summary), std::move(ref),
         std::move(detail)};
     graph_.timeline.push_back(std::move(e));
     count_row();

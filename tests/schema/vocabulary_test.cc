@@ -23,7 +23,8 @@ const std::vector<Table>& tables() {
   static const std::vector<Table> t = {{"alert kinds", alert_kind::kAll},
                                        {"causes", cause::kAll},
                                        {"owners", owner::kAll},
-                                       {"event kinds", event_kind::kAll}};
+                                       {"event kinds", event_kind::kAll},
+                                       {"timeline kinds", timeline_kind::kAll}};
   return t;
 }
 
@@ -46,6 +47,13 @@ TEST_CASE("vocabulary: each table has words, each word once, snake_case") {
       CHECK(snake_case(term.name));
       CHECK(seen.insert(term.name).second);
     }
+  }
+}
+
+TEST_CASE("vocabulary: a timeline kind is never an event kind (events are entered under their own kind)") {
+  for (const Term& t : timeline_kind::kAll) {
+    CAPTURE(t.name);
+    CHECK(find_term(event_kind::kAll, t.name) == nullptr);
   }
 }
 
