@@ -4,6 +4,7 @@
 // reads; and `serve` writing evaluations while a replay writes a run into the
 // same file.
 #include <atomic>
+#include <cstdlib>
 #include <thread>
 
 #include "store/sqlite/sqlite_store.h"
@@ -63,6 +64,64 @@ store::ShardResult shard_result(const std::string& eval, int32_t shard, int32_t 
   }
   r.metrics = {{"accuracy", 0.5, n, 0.1}, {"bleu", 0.3, n, std::nullopt}};
   return r;
+}
+
+// Writes whole evaluations (row, shards, shard results, metrics, status) into
+// the store `db` until `stop` is set and at least `minimum` are written;
+// returns how many, and how many were written before `stop`, or the error.
+struct EvalWriter {
+  int written = 0, before_stop = 0;
+  std::string error;
+};
+
+EvalWriter write_evaluations(const std::string& db, const std::atomic<bool>& stop, int minimum, int shards, int items) {
+  EvalWriter w;
+  try {
+    store::Store s = store::open_store(url_of(db));
+    for (int i = 0; i < minimum || !stop; ++i) {
+      std::string id = "e-" + std::to_string(i);
+      s.evals->write_evaluation(full_evaluation(id));
+      std::vector<store::ShardRecord> plan;
+      for (int32_t k = 0; k < shards; ++k) {
+        store::ShardRecord sh;
+        sh.evaluation_id = id;
+        sh.shard = k;
+        sh.item_begin = k * items;
+        sh.item_end = (k + 1) * items;
+        plan.push_back(sh);
+      }
+      s.evals->add_shards(plan);
+      for (int32_t k = 0; k < shards; ++k) {
+        s.evals->set_shard_status(id, k, "RUNNING", 1, "w");
+        s.evals->write_shard_result(shard_result(id, k, 1, k * items, items));
+      }
+      s.evals->set_metrics(id, {{"accuracy", 0.5, shards * items, 0.05}});
+      s.evals->set_evaluation_status(id, "COMPLETED", "2026-12-01T10:30:00Z");
+      ++w.written;
+      if (!stop) ++w.before_stop;
+    }
+  } catch (const std::exception& ex) {
+    w.error = ex.what();
+  }
+  return w;
+}
+
+// The run's tables of `a` and `b` are equal, and `b` holds `evaluations` whole evaluations.
+void check_shared(const std::string& alone_db, const std::string& db, int evaluations, int shards, int items) {
+  SqliteFile alone(alone_db), shared(db);
+  for (const char* t : {"runs", "step_stats", "timeline", "alerts", "checkpoints", "rank_windows", "incidents"}) {
+    std::string sql = std::string("SELECT * FROM ") + t + " ORDER BY 1, 2";
+    CAPTURE(t);
+    CHECK(shared.rows(sql) == alone.rows(sql));
+  }
+  CHECK(shared.count("step_stats") > 0);
+  CHECK(shared.count("evaluation_runs") == evaluations);
+  CHECK(shared.count("evaluation_shards") == evaluations * shards);
+  CHECK(shared.count("evaluation_items") == evaluations * shards * items);
+  CHECK(shared.rows("SELECT count(*) FROM evaluation_runs WHERE status = 'COMPLETED'") ==
+        std::to_string(evaluations) + "\n");
+  CHECK(shared.rows("SELECT count(*) FROM evaluation_shards WHERE result_attempt = 1") ==
+        std::to_string(evaluations * shards) + "\n");
 }
 
 }  // namespace
@@ -373,61 +432,44 @@ TEST_CASE("eval store: a replay writes a run while evaluations are written into 
 
   std::string db = dir + "/shared.db";
   { store::open_store(url_of(db)); }
-  // Evaluations go on until the replay is over (and at least kMinimum of them).
-  constexpr int kMinimum = 20, kShards = 3, kItems = 25;
+  constexpr int kShards = 3, kItems = 25;
   std::atomic<bool> replay_done{false};
-  std::atomic<int> written{0}, during_replay{0};
-  std::string eval_error;
-  std::thread evals([&] {
-    try {
-      store::Store s = store::open_store(url_of(db));
-      for (int i = 0; i < kMinimum || !replay_done; ++i) {
-        std::string id = "e-" + std::to_string(i);
-        s.evals->write_evaluation(full_evaluation(id));
-        std::vector<store::ShardRecord> plan;
-        for (int32_t k = 0; k < kShards; ++k) {
-          store::ShardRecord sh;
-          sh.evaluation_id = id;
-          sh.shard = k;
-          sh.item_begin = k * kItems;
-          sh.item_end = (k + 1) * kItems;
-          plan.push_back(sh);
-        }
-        s.evals->add_shards(plan);
-        for (int32_t k = 0; k < kShards; ++k) {
-          s.evals->set_shard_status(id, k, "RUNNING", 1, "w");
-          s.evals->write_shard_result(shard_result(id, k, 1, k * kItems, kItems));
-        }
-        s.evals->set_metrics(id, {{"accuracy", 0.5, kShards * kItems, 0.05}});
-        s.evals->set_evaluation_status(id, "COMPLETED", "2026-12-01T10:30:00Z");
-        ++written;
-        if (!replay_done) ++during_replay;
-      }
-    } catch (const std::exception& ex) {
-      eval_error = ex.what();
-    }
-  });
+  EvalWriter w;
+  std::thread evals([&] { w = write_evaluations(db, replay_done, 20, kShards, kItems); });
   replay_into({input}, dir + "/shared", db, 2, pipeline);
   replay_done = true;
   evals.join();
-  CHECK(eval_error == "");
-  CHECK(during_replay > 0);
-  const int kEvaluations = written;
-  MESSAGE(kEvaluations << " evaluations written, " << during_replay.load() << " while the replay ran");
+  CHECK(w.error == "");
+  CHECK(w.before_stop > 0);
+  MESSAGE(w.written << " evaluations written, " << w.before_stop << " while the replay ran");
+  check_shared(dir + "/alone.db", db, w.written, kShards, kItems);
+  std::filesystem::remove_all(dir);
+}
 
-  SqliteFile alone(dir + "/alone.db"), shared(db);
-  for (const char* t : {"runs", "step_stats", "timeline", "alerts", "checkpoints", "rank_windows", "incidents"}) {
-    std::string sql = std::string("SELECT * FROM ") + t + " ORDER BY 1, 2";
-    CAPTURE(t);
-    CHECK(shared.rows(sql) == alone.rows(sql));
-  }
-  CHECK(shared.count("step_stats") > 0);
-  CHECK(shared.count("evaluation_runs") == kEvaluations);
-  CHECK(shared.count("evaluation_shards") == kEvaluations * kShards);
-  CHECK(shared.count("evaluation_items") == kEvaluations * kShards * kItems);
-  CHECK(shared.rows("SELECT count(*) FROM evaluation_runs WHERE status = 'COMPLETED'") ==
-        std::to_string(kEvaluations) + "\n");
-  CHECK(shared.rows("SELECT count(*) FROM evaluation_shards WHERE result_attempt = 1") ==
-        std::to_string(kEvaluations * kShards) + "\n");
+TEST_CASE("eval store: `runlens replay` in another process and evaluation writes share one store") {
+  std::string dir = fresh_dir("eval-process");
+  synth::Options o = small_run("proc-run", 600, 7);
+  std::string input = write_jsonl(dir + "/in.jsonl", synth_run(o, {}, 50));
+  auto replay = [&](const std::string& name, const std::string& db) {
+    return std::system((std::string(RUNLENS_BINARY) + " replay " + input + " --quiet --out " + dir + "/" + name +
+                        " --set RUNLENS_PUBLISH=ipc://" + dir + "/" + name + ".sock --store sqlite://" + db + " > " +
+                        dir + "/" + name + ".log 2>&1")
+                           .c_str());
+  };
+  REQUIRE(replay("alone", dir + "/alone.db") == 0);
+  std::string db = dir + "/shared.db";
+  { store::open_store(url_of(db)); }
+  constexpr int kShards = 2, kItems = 40;
+  std::atomic<bool> replay_done{false};
+  EvalWriter w;
+  std::thread evals([&] { w = write_evaluations(db, replay_done, 20, kShards, kItems); });
+  int rc = replay("shared", db);
+  replay_done = true;
+  evals.join();
+  CHECK(rc == 0);
+  CHECK(w.error == "");
+  CHECK(w.before_stop > 0);
+  MESSAGE(w.written << " evaluations written, " << w.before_stop << " while the replay ran");
+  check_shared(dir + "/alone.db", db, w.written, kShards, kItems);
   std::filesystem::remove_all(dir);
 }
