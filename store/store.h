@@ -11,6 +11,9 @@
 //    window of steps, full-resolution rank and GPU rows of failure windows,
 //    and GPU/node rollups with retention per tier. An analytics store
 //    (ClickHouse) can take these alone later: only open_store() changes.
+// And a third, EvalStore: the evaluation service's registry and results
+// (model versions, checkpoints, dataset and benchmark versions, evaluations
+// with their provenance, shards, items, metrics, the cache).
 // Writers hand over whole batches, one transaction each; readers return plain
 // rows. No SQL and no database type appears outside the implementation.
 //
@@ -19,6 +22,7 @@
 // sqlite://, in store/sqlite/) and the backend reads the location.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -312,9 +316,251 @@ class MetricRows {
                                  int64_t to_ns) = 0;
 };
 
+// --- the evaluation store ----------------------------------------------------------
+//
+// What the evaluation service (eval/, docs/evaluation-service.md) keeps: the
+// registry (model versions, checkpoints, dataset and benchmark versions), each
+// evaluation with its full provenance, its shards, per-item results, metrics
+// and the result cache. Plain rows: eval/ maps its types (eval/registry.h)
+// onto these, the store never sees eval/. `runlens serve` is the one writer
+// of these rows while `replay`/`run` write runs into the same store: every
+// write below is one short transaction.
+
+// A model version, MODEL:VERSION (model_version_id()).
+struct ModelVersionRecord {
+  std::string model_id, version;
+  std::string checkpoint_id;  // the checkpoint it was cut from; empty = none
+  std::string run_id;         // the training run that produced it; empty = none
+  std::string status = "registered";
+  int64_t created_ns = 0;  // set by the store when 0
+  std::string id() const { return model_id + ":" + version; }
+};
+
+struct CheckpointRecord {
+  std::string checkpoint_id;
+  std::string run_id;  // the training run that saved it
+  std::optional<int64_t> step;
+  std::string content_hash;  // SHA-256 (64 hex digits) of the checkpoint file(s)
+  std::string parent_id;     // resumed or fine-tuned from; empty = none
+  std::string uri;
+};
+
+struct DatasetVersionRecord {
+  std::string dataset_id, version;
+  std::string content_hash;  // SHA-256 (64 hex digits) of the version's content
+  int64_t items = 0;
+};
+
+struct BenchmarkVersionRecord {
+  std::string benchmark, version;
+  std::string content_hash;  // optional: SHA-256 of the benchmark's definition
+};
+
+// A metric of an evaluation (or of one of its shards).
+struct MetricValue {
+  std::string name;  // "accuracy", "pass@10"
+  double value = 0;
+  int64_t n = 0;
+  std::optional<double> std_error;  // absent where it is not defined
+};
+
+// One evaluation with every provenance field (the columns of evaluation_runs).
+// Statuses are the service's names: QUEUED RUNNING PARTIAL COMPLETED FAILED CACHED.
+struct EvaluationRecord {
+  std::string evaluation_id, model_id, model_version, checkpoint_id, checkpoint_hash;
+  std::string run_id;  // the training run of the checkpoint, when known (lineage)
+  std::string dataset_id, dataset_version, dataset_hash, benchmark, benchmark_version, suite;
+  std::string prompt_template_version, prompt_template_hash, evaluator_version;
+  bool uses_judge = false;
+  std::string judge_model, judge_model_version, judge_prompt_version, judge_prompt_hash, rubric_version;
+  std::optional<double> temperature;
+  std::string decoding_json;  // canonical JSON
+  std::string code_commit, worker_version;
+  std::vector<std::pair<std::string, std::string>> library_versions;  // sorted by name
+  std::string cache_key, cached_from;
+  std::string status = "QUEUED";
+  std::string started_at, completed_at;  // RFC 3339 UTC
+  int64_t created_ns = 0;                // set by the store when 0
+};
+
+// Whether the status is final (PARTIAL, COMPLETED, FAILED, CACHED).
+inline bool is_terminal_status(const std::string& s) {
+  return s == "PARTIAL" || s == "COMPLETED" || s == "FAILED" || s == "CACHED";
+}
+
+inline bool is_sha256_hex(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'))) return false;
+  }
+  return true;
+}
+
+// The provenance fields `r` lacks, by name, in declaration order: the rule of
+// eval::missing_provenance (eval/registry.cc), on the store's row.
+inline std::vector<std::string> missing_provenance(const EvaluationRecord& r) {
+  std::vector<std::string> m;
+  auto need = [&](const std::string& v, const char* f) {
+    if (v.empty()) m.emplace_back(f);
+  };
+  auto hash = [&](const std::string& v, const char* f) {
+    if (!is_sha256_hex(v)) m.emplace_back(f);
+  };
+  need(r.evaluation_id, "evaluation_id");
+  need(r.model_id, "model_id");
+  need(r.model_version, "model_version");
+  need(r.checkpoint_id, "checkpoint_id");
+  hash(r.checkpoint_hash, "checkpoint_hash");
+  need(r.dataset_id, "dataset_id");
+  need(r.dataset_version, "dataset_version");
+  hash(r.dataset_hash, "dataset_hash");
+  need(r.benchmark, "benchmark");
+  need(r.benchmark_version, "benchmark_version");
+  need(r.prompt_template_version, "prompt_template_version");
+  hash(r.prompt_template_hash, "prompt_template_hash");
+  need(r.evaluator_version, "evaluator_version");
+  if (r.uses_judge) {
+    need(r.judge_model, "judge_model");
+    need(r.judge_model_version, "judge_model_version");
+    need(r.judge_prompt_version, "judge_prompt_version");
+    hash(r.judge_prompt_hash, "judge_prompt_hash");
+    need(r.rubric_version, "rubric_version");
+  }
+  if (!r.temperature || !std::isfinite(*r.temperature)) m.emplace_back("temperature");
+  need(r.decoding_json, "decoding_json");
+  need(r.code_commit, "code_commit");
+  need(r.worker_version, "worker_version");
+  if (r.library_versions.empty()) m.emplace_back("library_versions");
+  hash(r.cache_key, "cache_key");
+  if (r.status == "CACHED") need(r.cached_from, "cached_from");
+  need(r.started_at, "started_at");
+  if (is_terminal_status(r.status)) need(r.completed_at, "completed_at");
+  return m;
+}
+
+// "" when `r` may be written, else the message of eval::check_writable:
+// "evaluation e-17 cannot be written without its provenance: missing checkpoint_hash, dataset_hash".
+inline std::string check_writable(const EvaluationRecord& r) {
+  std::vector<std::string> missing = missing_provenance(r);
+  if (missing.empty()) return {};
+  std::string s = "evaluation " + (r.evaluation_id.empty() ? std::string("(no id)") : r.evaluation_id) +
+                  " cannot be written without its provenance: missing ";
+  for (size_t i = 0; i < missing.size(); ++i) s += (i ? ", " : "") + missing[i];
+  return s;
+}
+
+// A shard of an evaluation: items [item_begin, item_end) of a dataset partition.
+// Statuses: QUEUED RUNNING COMPLETED FAILED CACHED.
+struct ShardRecord {
+  std::string evaluation_id;
+  int32_t shard = 0;
+  std::string dataset_partition;
+  int64_t item_begin = 0, item_end = 0;
+  std::string status = "QUEUED";
+  int32_t attempt = 0;
+  std::string worker;
+  std::string cache_key;
+  std::optional<int32_t> result_attempt;  // read only: the attempt whose results are kept
+};
+
+// One item's result (eval::ItemRecord).
+struct ItemResult {
+  int64_t item = 0;
+  int32_t shard = 0;    // read only: set from the ShardResult
+  int32_t attempt = 0;  // read only
+  std::string item_hash;
+  std::vector<std::pair<std::string, double>> scores;  // metric -> score, kept in order
+  std::string response_hash;
+  double latency_ms = 0;
+  std::string error;
+};
+
+// What a worker hands back for one attempt at a shard.
+struct ShardResult {
+  std::string evaluation_id;
+  int32_t shard = 0;
+  int32_t attempt = 0;
+  std::string worker;
+  std::vector<ItemResult> items;
+  std::vector<MetricValue> metrics;
+};
+
+// Where a cache key's results are: a whole evaluation (no shard) or one shard of it.
+struct CacheEntry {
+  std::string cache_key, evaluation_id;
+  std::optional<int32_t> shard;
+};
+
+struct EvaluationView {
+  EvaluationRecord run;
+  std::vector<ShardRecord> shards;   // by shard
+  int64_t shards_completed = 0;      // COMPLETED or CACHED
+  std::vector<MetricValue> metrics;  // the evaluation's, by name
+};
+
+struct EvaluationFilter {
+  std::string model_id, model_version;  // both or neither
+  std::string benchmark;                // empty = any
+  std::string benchmark_version;        // empty = any
+};
+
+struct ModelVersionView {
+  ModelVersionRecord version;
+  std::vector<EvaluationRecord> evaluations;  // by evaluation_id
+};
+
+class EvalStore {
+ public:
+  virtual ~EvalStore() = default;
+
+  // Registration is idempotent: the same content again is a no-op (false);
+  // new content is written (true); a different hash (or checkpoint, or item
+  // count) for a version already registered throws StoreError naming both.
+  virtual bool register_model_version(const ModelVersionRecord& v) = 0;
+  virtual bool register_checkpoint(const CheckpointRecord& c) = 0;
+  virtual bool register_dataset_version(const DatasetVersionRecord& d) = 0;
+  virtual bool register_benchmark_version(const BenchmarkVersionRecord& b) = 0;
+  virtual void set_model_version_status(const std::string& model_id, const std::string& version,
+                                        const std::string& status) = 0;
+
+  // Writes (inserts or replaces) an evaluation; throws StoreError with
+  // check_writable()'s message when provenance is missing.
+  virtual void write_evaluation(const EvaluationRecord& r) = 0;
+  // Sets the status (and, when not empty, completed_at); throws StoreError
+  // for an unknown evaluation or when the status makes the row unwritable.
+  virtual void set_evaluation_status(const std::string& evaluation_id, const std::string& status,
+                                     const std::string& completed_at) = 0;
+  // Replaces the evaluation's metrics (evaluation_scores, under its benchmark).
+  virtual void set_metrics(const std::string& evaluation_id, const std::vector<MetricValue>& metrics) = 0;
+
+  // Plans shards (rows already there are kept).
+  virtual void add_shards(const std::vector<ShardRecord>& shards) = 0;
+  // A shard's status, attempt and worker; throws StoreError for an unknown shard.
+  virtual void set_shard_status(const std::string& evaluation_id, int32_t shard, const std::string& status,
+                                int32_t attempt, const std::string& worker) = 0;
+  // Writes an attempt's items and metrics and marks the shard COMPLETED, all
+  // in one transaction. A shard holds one attempt's results: a result for a
+  // shard that already has one (the same attempt delivered twice, or a late
+  // retry) is ignored and false returned. Throws StoreError for an unknown shard.
+  virtual bool write_shard_result(const ShardResult& r) = 0;
+
+  virtual void put_cache(const CacheEntry& e) = 0;
+  virtual std::optional<CacheEntry> cache_lookup(const std::string& cache_key) = 0;
+
+  virtual std::optional<EvaluationView> evaluation(const std::string& evaluation_id) = 0;
+  virtual std::vector<ItemResult> items(const std::string& evaluation_id, std::optional<int32_t> shard) = 0;
+  virtual std::vector<MetricValue> shard_metrics(const std::string& evaluation_id, int32_t shard) = 0;
+  virtual std::vector<EvaluationRecord> evaluations(const EvaluationFilter& filter) = 0;
+  virtual std::optional<ModelVersionView> model_version(const std::string& model_id, const std::string& version) = 0;
+  virtual std::optional<CheckpointRecord> checkpoint(const std::string& checkpoint_id) = 0;
+  virtual std::optional<DatasetVersionRecord> dataset_version(const std::string& dataset_id,
+                                                              const std::string& version) = 0;
+};
+
 struct Store {
   std::unique_ptr<RunGraph> graph;
   std::unique_ptr<MetricRows> metrics;
+  std::unique_ptr<EvalStore> evals;
   int schema_version = 0;  // the backend's schema version of this store, as opened (GET /v1/health)
 };
 

@@ -273,12 +273,152 @@ CREATE TABLE quality_gates (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 3: the evaluation store. The registry (models, model versions with a
+// status, checkpoints with their content hash and parent, datasets and their
+// versions, benchmarks and their versions) and the results: the v2 keys of
+// evaluation_runs gain every provenance field, evaluation_scores one row per
+// (benchmark, metric) with n and standard error, quality_gates the metric and
+// the observed value; shards, per-item results, per-shard metrics and the
+// cache are new. dataset_versions and evaluation_scores are rebuilt (their
+// keys grow a column); the rows of a version-2 store are copied over.
+constexpr const char* kV3 = R"sql(
+ALTER TABLE models ADD COLUMN description TEXT;
+ALTER TABLE models ADD COLUMN created_ns INTEGER;
+ALTER TABLE model_versions ADD COLUMN status TEXT;
+ALTER TABLE model_versions ADD COLUMN created_ns INTEGER;
+ALTER TABLE checkpoints ADD COLUMN parent_checkpoint_id TEXT;
+ALTER TABLE checkpoints ADD COLUMN registered_ns INTEGER;
+CREATE TABLE datasets (
+  dataset_id TEXT PRIMARY KEY,
+  description TEXT,
+  created_ns INTEGER
+);
+CREATE TABLE dataset_versions_v3 (
+  dataset_id TEXT NOT NULL DEFAULT '',
+  dataset_version TEXT NOT NULL,
+  content_hash TEXT,
+  items INTEGER,
+  created_ns INTEGER,
+  PRIMARY KEY (dataset_id, dataset_version)
+) WITHOUT ROWID;
+INSERT INTO dataset_versions_v3 (dataset_id, dataset_version) SELECT '', dataset_version FROM dataset_versions;
+DROP TABLE dataset_versions;
+ALTER TABLE dataset_versions_v3 RENAME TO dataset_versions;
+CREATE INDEX dataset_versions_by_version ON dataset_versions (dataset_version);
+CREATE TABLE benchmarks (
+  benchmark TEXT PRIMARY KEY,
+  description TEXT,
+  created_ns INTEGER
+);
+CREATE TABLE benchmark_versions (
+  benchmark TEXT NOT NULL,
+  benchmark_version TEXT NOT NULL,
+  content_hash TEXT,
+  created_ns INTEGER,
+  PRIMARY KEY (benchmark, benchmark_version)
+) WITHOUT ROWID;
+ALTER TABLE evaluation_runs ADD COLUMN checkpoint_hash TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN dataset_id TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN dataset_version TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN dataset_hash TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN benchmark TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN benchmark_version TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN suite TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN prompt_template_version TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN prompt_template_hash TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN evaluator_version TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN uses_judge INTEGER;
+ALTER TABLE evaluation_runs ADD COLUMN judge_model TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN judge_model_version TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN judge_prompt_version TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN judge_prompt_hash TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN rubric_version TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN temperature REAL;
+ALTER TABLE evaluation_runs ADD COLUMN decoding_json TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN code_commit TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN worker_version TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN library_versions_json TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN cache_key TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN cached_from TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN started_at TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN completed_at TEXT;
+ALTER TABLE evaluation_runs ADD COLUMN updated_ns INTEGER;
+CREATE INDEX evaluation_runs_by_benchmark ON evaluation_runs (benchmark, benchmark_version);
+CREATE INDEX evaluation_runs_by_cache_key ON evaluation_runs (cache_key);
+CREATE TABLE evaluation_scores_v3 (
+  evaluation_id TEXT NOT NULL,
+  benchmark TEXT NOT NULL,
+  metric TEXT NOT NULL DEFAULT '',
+  score REAL,
+  n INTEGER,
+  std_error REAL,
+  PRIMARY KEY (evaluation_id, benchmark, metric)
+) WITHOUT ROWID;
+INSERT INTO evaluation_scores_v3 (evaluation_id, benchmark, metric, score)
+  SELECT evaluation_id, benchmark, '', score FROM evaluation_scores;
+DROP TABLE evaluation_scores;
+ALTER TABLE evaluation_scores_v3 RENAME TO evaluation_scores;
+ALTER TABLE quality_gates ADD COLUMN metric TEXT;
+ALTER TABLE quality_gates ADD COLUMN observed REAL;
+ALTER TABLE quality_gates ADD COLUMN decided_ns INTEGER;
+CREATE INDEX quality_gates_by_evaluation ON quality_gates (evaluation_id);
+CREATE TABLE evaluation_shards (
+  evaluation_id TEXT NOT NULL,
+  shard INTEGER NOT NULL,
+  dataset_partition TEXT,
+  item_begin INTEGER NOT NULL,
+  item_end INTEGER NOT NULL,
+  status TEXT NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  worker TEXT,
+  cache_key TEXT,
+  result_attempt INTEGER,
+  updated_ns INTEGER,
+  PRIMARY KEY (evaluation_id, shard)
+) WITHOUT ROWID;
+CREATE INDEX evaluation_shards_by_cache_key ON evaluation_shards (cache_key);
+CREATE TABLE evaluation_items (
+  evaluation_id TEXT NOT NULL,
+  item INTEGER NOT NULL,
+  shard INTEGER NOT NULL,
+  attempt INTEGER NOT NULL,
+  item_hash TEXT,
+  scores_json TEXT NOT NULL,
+  response_hash TEXT,
+  latency_ms REAL,
+  error TEXT,
+  PRIMARY KEY (evaluation_id, item)
+) WITHOUT ROWID;
+CREATE INDEX evaluation_items_by_shard ON evaluation_items (evaluation_id, shard);
+CREATE TABLE evaluation_shard_metrics (
+  evaluation_id TEXT NOT NULL,
+  shard INTEGER NOT NULL,
+  metric TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  value REAL,
+  n INTEGER NOT NULL,
+  std_error REAL,
+  PRIMARY KEY (evaluation_id, shard, metric)
+) WITHOUT ROWID;
+CREATE TABLE evaluation_cache (
+  cache_key TEXT PRIMARY KEY,
+  evaluation_id TEXT NOT NULL,
+  shard INTEGER,
+  created_ns INTEGER NOT NULL
+);
+CREATE INDEX evaluation_cache_by_evaluation ON evaluation_cache (evaluation_id);
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& sqlite_migrations() {
   static const std::vector<Migration> migrations = {
       {1, "run graph, timeline, per-step aggregates", kV1},
       {2, "incidents, restarts, tiered retention (rank windows, rank and GPU blocks, rollups), evaluation keys", kV2},
+      {3,
+       "evaluation store: registry (models, versions, checkpoints, datasets, benchmarks), provenance, shards, items, "
+       "metrics, cache",
+       kV3},
   };
   return migrations;
 }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "formats/json_reader.h"
 #include "formats/json_writer.h"
 #include "formats/jsonl_codec.h"
 #include "store/sqlite/sqlite_schema.h"
@@ -500,8 +502,13 @@ class SqliteRunGraph final : public RunGraph {
     }
     for (const auto& c : b.checkpoints) {
       Query(db,
-            "INSERT OR REPLACE INTO checkpoints (run_id, checkpoint_id, step, time_ns, duration_ms, size_bytes, "
-            "upload_ms, ok, uri, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            "INSERT INTO checkpoints (run_id, checkpoint_id, step, time_ns, duration_ms, size_bytes, "
+            "upload_ms, ok, uri, sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            // An upsert, not a replace: what the registry added (parent, content hash) stays.
+            "ON CONFLICT (run_id, checkpoint_id) DO UPDATE SET step = excluded.step, time_ns = excluded.time_ns, "
+            "duration_ms = excluded.duration_ms, size_bytes = excluded.size_bytes, upload_ms = excluded.upload_ms, "
+            "ok = excluded.ok, uri = coalesce(excluded.uri, checkpoints.uri), "
+            "sha256 = coalesce(excluded.sha256, checkpoints.sha256)")
           .arg(c.run_id)
           .arg(c.checkpoint_id)
           .opt(c.step)
@@ -1490,6 +1497,609 @@ class SqliteMetricRows final : public MetricRows {
   std::shared_ptr<Db> db_;
 };
 
+// --- the evaluation store --------------------------------------------------------------
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string library_versions_json(const std::vector<std::pair<std::string, std::string>>& libs) {
+  auto sorted = libs;
+  std::sort(sorted.begin(), sorted.end());
+  std::string out;
+  json::Writer w(&out);
+  w.begin_object();
+  for (const auto& [k, v] : sorted) w.key(k).str(v);
+  w.end_object();
+  return out;
+}
+
+double json_number(const json::Value& v) {
+  if (v.type == json::Value::Type::kNumber) return v.number;
+  if (v.text == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (v.text == "Infinity") return std::numeric_limits<double>::infinity();
+  if (v.text == "-Infinity") return -std::numeric_limits<double>::infinity();
+  return 0;
+}
+
+// The columns of evaluation_runs read by read_evaluation(), in its order.
+constexpr const char* kEvaluationColumns =
+    "SELECT evaluation_id, coalesce(model_id, ''), coalesce(model_version, ''), coalesce(checkpoint_id, ''), "
+    "coalesce(checkpoint_hash, ''), coalesce(run_id, ''), coalesce(dataset_id, ''), coalesce(dataset_version, ''), "
+    "coalesce(dataset_hash, ''), coalesce(benchmark, ''), coalesce(benchmark_version, ''), coalesce(suite, ''), "
+    "coalesce(prompt_template_version, ''), coalesce(prompt_template_hash, ''), coalesce(evaluator_version, ''), "
+    "coalesce(uses_judge, 0), coalesce(judge_model, ''), coalesce(judge_model_version, ''), "
+    "coalesce(judge_prompt_version, ''), coalesce(judge_prompt_hash, ''), coalesce(rubric_version, ''), "
+    "temperature, coalesce(decoding_json, ''), coalesce(code_commit, ''), coalesce(worker_version, ''), "
+    "coalesce(library_versions_json, ''), coalesce(cache_key, ''), coalesce(cached_from, ''), coalesce(status, ''), "
+    "coalesce(started_at, ''), coalesce(completed_at, ''), coalesce(created_at_ns, 0) FROM evaluation_runs ";
+
+EvaluationRecord read_evaluation(const Query& q) {
+  EvaluationRecord r;
+  int c = 0;
+  for (std::string* f :
+       {&r.evaluation_id, &r.model_id, &r.model_version, &r.checkpoint_id, &r.checkpoint_hash, &r.run_id, &r.dataset_id,
+        &r.dataset_version, &r.dataset_hash, &r.benchmark, &r.benchmark_version, &r.suite, &r.prompt_template_version,
+        &r.prompt_template_hash, &r.evaluator_version}) {
+    *f = q.text(c++);
+  }
+  r.uses_judge = q.i64(c++) != 0;
+  for (std::string* f :
+       {&r.judge_model, &r.judge_model_version, &r.judge_prompt_version, &r.judge_prompt_hash, &r.rubric_version}) {
+    *f = q.text(c++);
+  }
+  r.temperature = q.opt_f64(c++);
+  r.decoding_json = q.text(c++);
+  r.code_commit = q.text(c++);
+  r.worker_version = q.text(c++);
+  json::Value libs;
+  json::ParseError err;
+  std::string text = q.text(c++);
+  if (!text.empty() && json::parse(text, &libs, &err)) {
+    for (const auto& [k, v] : libs.members) r.library_versions.emplace_back(k, v.text);
+  }
+  r.cache_key = q.text(c++);
+  r.cached_from = q.text(c++);
+  r.status = q.text(c++);
+  r.started_at = q.text(c++);
+  r.completed_at = q.text(c++);
+  r.created_ns = q.i64(c++);
+  return r;
+}
+
+ShardRecord read_shard(const Query& q) {
+  ShardRecord s;
+  s.evaluation_id = q.text(0);
+  s.shard = static_cast<int32_t>(q.i64(1));
+  s.dataset_partition = q.text(2);
+  s.item_begin = q.i64(3);
+  s.item_end = q.i64(4);
+  s.status = q.text(5);
+  s.attempt = static_cast<int32_t>(q.i64(6));
+  s.worker = q.text(7);
+  s.cache_key = q.text(8);
+  if (auto a = q.opt_i64(9)) s.result_attempt = static_cast<int32_t>(*a);
+  return s;
+}
+
+constexpr const char* kShardColumns =
+    "SELECT evaluation_id, shard, coalesce(dataset_partition, ''), item_begin, item_end, status, attempt, "
+    "coalesce(worker, ''), coalesce(cache_key, ''), result_attempt FROM evaluation_shards ";
+
+MetricValue read_metric(const Query& q, int c) {
+  MetricValue m;
+  m.name = q.text(c);
+  m.value = q.is_null(c + 1) ? 0 : q.f64(c + 1);
+  m.n = q.is_null(c + 2) ? 0 : q.i64(c + 2);
+  m.std_error = q.opt_f64(c + 3);
+  return m;
+}
+
+class SqliteEvalStore final : public EvalStore {
+ public:
+  explicit SqliteEvalStore(std::shared_ptr<Db> db) : db_(std::move(db)) {}
+
+  bool register_model_version(const ModelVersionRecord& v) override {
+    if (v.model_id.empty() || v.version.empty()) throw StoreError("a model version needs a model id and a version");
+    Db& db = *db_;
+    Transaction tx(db);
+    {
+      Query q(db,
+              "SELECT coalesce(checkpoint_id, ''), created_ns FROM model_versions WHERE model_id = ? AND "
+              "model_version = ?");
+      q.arg(v.model_id).arg(v.version);
+      if (q.next()) {
+        std::string have = q.text(0);
+        bool registered = !q.is_null(1);
+        if (!v.checkpoint_id.empty() && !have.empty() && have != v.checkpoint_id) {
+          throw StoreError("model version " + v.id() + " is registered with checkpoint " + have + ", not " +
+                           v.checkpoint_id);
+        }
+        if (registered && (v.checkpoint_id.empty() || have == v.checkpoint_id)) return false;
+      }
+    }
+    Query(db, "INSERT OR IGNORE INTO models (model_id, created_ns) VALUES (?, ?)").arg(v.model_id).arg(now_ns()).run();
+    Query(db,
+          "INSERT INTO model_versions (model_id, model_version, run_id, checkpoint_id, status, created_ns) "
+          "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (model_id, model_version) DO UPDATE SET "
+          "run_id = coalesce(model_versions.run_id, excluded.run_id), "
+          "checkpoint_id = coalesce(model_versions.checkpoint_id, excluded.checkpoint_id), "
+          "status = coalesce(model_versions.status, excluded.status), "
+          "created_ns = coalesce(model_versions.created_ns, excluded.created_ns)")
+        .arg(v.model_id)
+        .arg(v.version)
+        .opt_text(v.run_id)
+        .opt_text(v.checkpoint_id)
+        .arg(v.status.empty() ? std::string("registered") : v.status)
+        .arg(v.created_ns ? v.created_ns : now_ns())
+        .run();
+    tx.commit();
+    return true;
+  }
+
+  bool register_checkpoint(const CheckpointRecord& c) override {
+    if (c.checkpoint_id.empty()) throw StoreError("a checkpoint needs an id");
+    if (!is_sha256_hex(c.content_hash)) {
+      throw StoreError("checkpoint " + c.checkpoint_id + ": content hash '" + c.content_hash +
+                       "' is not a SHA-256 (64 hex digits)");
+    }
+    Db& db = *db_;
+    Transaction tx(db);
+    {
+      Query q(db,
+              "SELECT run_id, coalesce(sha256, ''), coalesce(parent_checkpoint_id, '') FROM checkpoints WHERE "
+              "checkpoint_id = ? ORDER BY run_id");
+      q.arg(c.checkpoint_id);
+      while (q.next()) {
+        if (!c.run_id.empty() && q.text(0) != c.run_id) continue;
+        std::string have = q.text(1);
+        if (!have.empty() && have != c.content_hash) {
+          throw StoreError("checkpoint " + c.checkpoint_id + " is registered with content hash " + have + ", not " +
+                           c.content_hash);
+        }
+        if (have == c.content_hash && (c.parent_id.empty() || q.text(2) == c.parent_id)) return false;
+      }
+    }
+    Query(db,
+          "INSERT INTO checkpoints (run_id, checkpoint_id, step, time_ns, uri, sha256, parent_checkpoint_id, "
+          "registered_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?4) ON CONFLICT (run_id, checkpoint_id) DO UPDATE SET "
+          "step = coalesce(checkpoints.step, excluded.step), uri = coalesce(checkpoints.uri, excluded.uri), "
+          "sha256 = excluded.sha256, parent_checkpoint_id = coalesce(excluded.parent_checkpoint_id, "
+          "checkpoints.parent_checkpoint_id), registered_ns = excluded.registered_ns")
+        .arg(c.run_id)
+        .arg(c.checkpoint_id)
+        .opt(c.step)
+        .arg(now_ns())
+        .opt_text(c.uri)
+        .arg(c.content_hash)
+        .opt_text(c.parent_id)
+        .run();
+    tx.commit();
+    return true;
+  }
+
+  bool register_dataset_version(const DatasetVersionRecord& d) override {
+    if (d.dataset_id.empty() || d.version.empty())
+      throw StoreError("a dataset version needs a dataset id and a version");
+    std::string name = d.dataset_id + ":" + d.version;
+    if (!is_sha256_hex(d.content_hash)) {
+      throw StoreError("dataset version " + name + ": content hash '" + d.content_hash +
+                       "' is not a SHA-256 (64 hex digits)");
+    }
+    Db& db = *db_;
+    Transaction tx(db);
+    {
+      Query q(db,
+              "SELECT coalesce(content_hash, ''), coalesce(items, 0) FROM dataset_versions WHERE dataset_id = ? AND "
+              "dataset_version = ?");
+      q.arg(d.dataset_id).arg(d.version);
+      if (q.next()) {
+        if (q.text(0) != d.content_hash) {
+          throw StoreError("dataset version " + name + " is registered with content hash " + q.text(0) + ", not " +
+                           d.content_hash);
+        }
+        if (q.i64(1) != d.items) {
+          throw StoreError("dataset version " + name + " is registered with " + std::to_string(q.i64(1)) +
+                           " items, not " + std::to_string(d.items));
+        }
+        return false;
+      }
+    }
+    Query(db, "INSERT OR IGNORE INTO datasets (dataset_id, created_ns) VALUES (?, ?)")
+        .arg(d.dataset_id)
+        .arg(now_ns())
+        .run();
+    Query(
+        db,
+        "INSERT INTO dataset_versions (dataset_id, dataset_version, content_hash, items, created_ns) VALUES (?, ?, ?, "
+        "?, ?)")
+        .arg(d.dataset_id)
+        .arg(d.version)
+        .arg(d.content_hash)
+        .arg(d.items)
+        .arg(now_ns())
+        .run();
+    tx.commit();
+    return true;
+  }
+
+  bool register_benchmark_version(const BenchmarkVersionRecord& b) override {
+    if (b.benchmark.empty() || b.version.empty())
+      throw StoreError("a benchmark version needs a benchmark and a version");
+    Db& db = *db_;
+    Transaction tx(db);
+    {
+      Query q(
+          db,
+          "SELECT coalesce(content_hash, '') FROM benchmark_versions WHERE benchmark = ? AND benchmark_version = ?");
+      q.arg(b.benchmark).arg(b.version);
+      if (q.next()) {
+        if (q.text(0) != b.content_hash) {
+          throw StoreError("benchmark version " + b.benchmark + ":" + b.version + " is registered with content hash '" +
+                           q.text(0) + "', not '" + b.content_hash + "'");
+        }
+        return false;
+      }
+    }
+    Query(db, "INSERT OR IGNORE INTO benchmarks (benchmark, created_ns) VALUES (?, ?)")
+        .arg(b.benchmark)
+        .arg(now_ns())
+        .run();
+    Query(db,
+          "INSERT INTO benchmark_versions (benchmark, benchmark_version, content_hash, created_ns) VALUES (?, ?, ?, ?)")
+        .arg(b.benchmark)
+        .arg(b.version)
+        .opt_text(b.content_hash)
+        .arg(now_ns())
+        .run();
+    tx.commit();
+    return true;
+  }
+
+  void set_model_version_status(const std::string& model_id, const std::string& version,
+                                const std::string& status) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    Query(db, "UPDATE model_versions SET status = ? WHERE model_id = ? AND model_version = ?")
+        .arg(status)
+        .arg(model_id)
+        .arg(version)
+        .run();
+    if (db.changes() == 0) throw StoreError("no model version " + model_id + ":" + version);
+    tx.commit();
+  }
+
+  void write_evaluation(const EvaluationRecord& r) override {
+    if (std::string why = check_writable(r); !why.empty()) throw StoreError(why);
+    Db& db = *db_;
+    Transaction tx(db);
+    Query q(db,
+            "INSERT OR REPLACE INTO evaluation_runs (evaluation_id, model_id, model_version, checkpoint_id, "
+            "checkpoint_hash, run_id, dataset_id, dataset_version, dataset_hash, benchmark, benchmark_version, suite, "
+            "prompt_template_version, prompt_template_hash, evaluator_version, uses_judge, judge_model, "
+            "judge_model_version, judge_prompt_version, judge_prompt_hash, rubric_version, temperature, decoding_json, "
+            "code_commit, worker_version, library_versions_json, cache_key, cached_from, status, started_at, "
+            "completed_at, created_at_ns, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+            "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    for (const std::string* f :
+         {&r.evaluation_id, &r.model_id, &r.model_version, &r.checkpoint_id, &r.checkpoint_hash}) {
+      q.arg(*f);
+    }
+    q.opt_text(r.run_id);
+    for (const std::string* f :
+         {&r.dataset_id, &r.dataset_version, &r.dataset_hash, &r.benchmark, &r.benchmark_version}) {
+      q.arg(*f);
+    }
+    q.opt_text(r.suite).arg(r.prompt_template_version).arg(r.prompt_template_hash).arg(r.evaluator_version);
+    q.arg(r.uses_judge);
+    for (const std::string* f :
+         {&r.judge_model, &r.judge_model_version, &r.judge_prompt_version, &r.judge_prompt_hash, &r.rubric_version}) {
+      q.opt_text(*f);
+    }
+    q.opt(r.temperature).arg(r.decoding_json).arg(r.code_commit).arg(r.worker_version);
+    q.arg(library_versions_json(r.library_versions)).arg(r.cache_key).opt_text(r.cached_from).arg(r.status);
+    q.arg(r.started_at).opt_text(r.completed_at).arg(r.created_ns ? r.created_ns : now_ns()).arg(now_ns());
+    q.run();
+    tx.commit();
+  }
+
+  void set_evaluation_status(const std::string& evaluation_id, const std::string& status,
+                             const std::string& completed_at) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    std::optional<EvaluationRecord> r;
+    {
+      static const std::string by_id = std::string(kEvaluationColumns) + "WHERE evaluation_id = ?";
+      Query q(db, by_id.c_str());
+      q.arg(evaluation_id);
+      if (q.next()) r = read_evaluation(q);
+    }
+    if (!r) throw StoreError("no evaluation " + evaluation_id);
+    r->status = status;
+    if (!completed_at.empty()) r->completed_at = completed_at;
+    if (std::string why = check_writable(*r); !why.empty()) throw StoreError(why);
+    Query(db, "UPDATE evaluation_runs SET status = ?, completed_at = ?, updated_ns = ? WHERE evaluation_id = ?")
+        .arg(status)
+        .opt_text(r->completed_at)
+        .arg(now_ns())
+        .arg(evaluation_id)
+        .run();
+    tx.commit();
+  }
+
+  void set_metrics(const std::string& evaluation_id, const std::vector<MetricValue>& metrics) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    std::string benchmark;
+    {
+      Query q(db, "SELECT coalesce(benchmark, '') FROM evaluation_runs WHERE evaluation_id = ?");
+      q.arg(evaluation_id);
+      if (!q.next()) throw StoreError("no evaluation " + evaluation_id);
+      benchmark = q.text(0);
+    }
+    Query(db, "DELETE FROM evaluation_scores WHERE evaluation_id = ? AND metric <> ''").arg(evaluation_id).run();
+    for (const MetricValue& m : metrics) {
+      Query(db,
+            "INSERT OR REPLACE INTO evaluation_scores (evaluation_id, benchmark, metric, score, n, std_error) VALUES "
+            "(?, ?, ?, ?, ?, ?)")
+          .arg(evaluation_id)
+          .arg(benchmark)
+          .arg(m.name)
+          .arg(m.value)
+          .arg(m.n)
+          .opt(m.std_error)
+          .run();
+    }
+    tx.commit();
+  }
+
+  void add_shards(const std::vector<ShardRecord>& shards) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    for (const ShardRecord& s : shards) {
+      Query(db,
+            "INSERT OR IGNORE INTO evaluation_shards (evaluation_id, shard, dataset_partition, item_begin, item_end, "
+            "status, attempt, worker, cache_key, updated_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(s.evaluation_id)
+          .arg(s.shard)
+          .opt_text(s.dataset_partition)
+          .arg(s.item_begin)
+          .arg(s.item_end)
+          .arg(s.status)
+          .arg(s.attempt)
+          .opt_text(s.worker)
+          .opt_text(s.cache_key)
+          .arg(now_ns())
+          .run();
+    }
+    tx.commit();
+  }
+
+  void set_shard_status(const std::string& evaluation_id, int32_t shard, const std::string& status, int32_t attempt,
+                        const std::string& worker) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    Query(db,
+          "UPDATE evaluation_shards SET status = ?, attempt = ?, worker = ?, updated_ns = ? WHERE evaluation_id = ? "
+          "AND shard = ?")
+        .arg(status)
+        .arg(attempt)
+        .opt_text(worker)
+        .arg(now_ns())
+        .arg(evaluation_id)
+        .arg(shard)
+        .run();
+    if (db.changes() == 0) throw StoreError("evaluation " + evaluation_id + " has no shard " + std::to_string(shard));
+    tx.commit();
+  }
+
+  bool write_shard_result(const ShardResult& r) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    std::string cache_key;
+    {
+      Query q(db,
+              "SELECT result_attempt, coalesce(cache_key, '') FROM evaluation_shards WHERE evaluation_id = ? AND "
+              "shard = ?");
+      q.arg(r.evaluation_id).arg(r.shard);
+      if (!q.next()) {
+        throw StoreError("evaluation " + r.evaluation_id + " has no shard " + std::to_string(r.shard));
+      }
+      if (!q.is_null(0)) return false;  // results already kept: a duplicate or a late retry
+      cache_key = q.text(1);
+    }
+    for (const ItemResult& it : r.items) {
+      std::string scores;
+      json::Writer w(&scores);
+      w.begin_object();
+      for (const auto& [k, v] : it.scores) w.key(k).num(v);
+      w.end_object();
+      Query(db,
+            "INSERT OR REPLACE INTO evaluation_items (evaluation_id, item, shard, attempt, item_hash, scores_json, "
+            "response_hash, latency_ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(r.evaluation_id)
+          .arg(it.item)
+          .arg(r.shard)
+          .arg(r.attempt)
+          .opt_text(it.item_hash)
+          .arg(scores)
+          .opt_text(it.response_hash)
+          .arg(it.latency_ms)
+          .opt_text(it.error)
+          .run();
+    }
+    for (const MetricValue& m : r.metrics) {
+      Query(db,
+            "INSERT OR REPLACE INTO evaluation_shard_metrics (evaluation_id, shard, metric, attempt, value, n, "
+            "std_error) VALUES (?, ?, ?, ?, ?, ?, ?)")
+          .arg(r.evaluation_id)
+          .arg(r.shard)
+          .arg(m.name)
+          .arg(r.attempt)
+          .arg(m.value)
+          .arg(m.n)
+          .opt(m.std_error)
+          .run();
+    }
+    Query(db,
+          "UPDATE evaluation_shards SET status = 'COMPLETED', attempt = ?1, result_attempt = ?1, "
+          "worker = coalesce(?2, worker), updated_ns = ?3 WHERE evaluation_id = ?4 AND shard = ?5")
+        .arg(r.attempt)
+        .opt_text(r.worker)
+        .arg(now_ns())
+        .arg(r.evaluation_id)
+        .arg(r.shard)
+        .run();
+    if (!cache_key.empty()) {
+      Query(db,
+            "INSERT OR IGNORE INTO evaluation_cache (cache_key, evaluation_id, shard, created_ns) VALUES (?, ?, ?, ?)")
+          .arg(cache_key)
+          .arg(r.evaluation_id)
+          .arg(r.shard)
+          .arg(now_ns())
+          .run();
+    }
+    tx.commit();
+    return true;
+  }
+
+  void put_cache(const CacheEntry& e) override {
+    if (e.cache_key.empty() || e.evaluation_id.empty()) throw StoreError("a cache entry needs a key and an evaluation");
+    Db& db = *db_;
+    Transaction tx(db);
+    Query(db,
+          "INSERT OR REPLACE INTO evaluation_cache (cache_key, evaluation_id, shard, created_ns) VALUES (?, ?, ?, ?)")
+        .arg(e.cache_key)
+        .arg(e.evaluation_id)
+        .opt(e.shard)
+        .arg(now_ns())
+        .run();
+    tx.commit();
+  }
+
+  std::optional<CacheEntry> cache_lookup(const std::string& cache_key) override {
+    Query q(*db_, "SELECT cache_key, evaluation_id, shard FROM evaluation_cache WHERE cache_key = ?");
+    q.arg(cache_key);
+    if (!q.next()) return std::nullopt;
+    CacheEntry e{q.text(0), q.text(1), std::nullopt};
+    if (auto s = q.opt_i64(2)) e.shard = static_cast<int32_t>(*s);
+    return e;
+  }
+
+  std::optional<EvaluationView> evaluation(const std::string& evaluation_id) override {
+    static const std::string by_id = std::string(kEvaluationColumns) + "WHERE evaluation_id = ?";
+    EvaluationView v;
+    {
+      Query q(*db_, by_id.c_str());
+      q.arg(evaluation_id);
+      if (!q.next()) return std::nullopt;
+      v.run = read_evaluation(q);
+    }
+    static const std::string shards = std::string(kShardColumns) + "WHERE evaluation_id = ? ORDER BY shard";
+    Query s(*db_, shards.c_str());
+    s.arg(evaluation_id);
+    while (s.next()) {
+      v.shards.push_back(read_shard(s));
+      if (v.shards.back().status == "COMPLETED" || v.shards.back().status == "CACHED") ++v.shards_completed;
+    }
+    Query m(*db_,
+            "SELECT metric, score, n, std_error FROM evaluation_scores WHERE evaluation_id = ? AND metric <> '' "
+            "ORDER BY metric");
+    m.arg(evaluation_id);
+    while (m.next()) v.metrics.push_back(read_metric(m, 0));
+    return v;
+  }
+
+  std::vector<ItemResult> items(const std::string& evaluation_id, std::optional<int32_t> shard) override {
+    Query q(*db_,
+            "SELECT item, shard, attempt, coalesce(item_hash, ''), scores_json, coalesce(response_hash, ''), "
+            "coalesce(latency_ms, 0), coalesce(error, '') FROM evaluation_items WHERE evaluation_id = ?1 AND "
+            "(?2 IS NULL OR shard = ?2) ORDER BY item");
+    q.arg(evaluation_id).opt(shard);
+    std::vector<ItemResult> out;
+    while (q.next()) {
+      ItemResult it;
+      it.item = q.i64(0);
+      it.shard = static_cast<int32_t>(q.i64(1));
+      it.attempt = static_cast<int32_t>(q.i64(2));
+      it.item_hash = q.text(3);
+      json::Value scores;
+      json::ParseError err;
+      if (json::parse(q.text(4), &scores, &err)) {
+        for (const auto& [k, v] : scores.members) it.scores.emplace_back(k, json_number(v));
+      }
+      it.response_hash = q.text(5);
+      it.latency_ms = q.f64(6);
+      it.error = q.text(7);
+      out.push_back(std::move(it));
+    }
+    return out;
+  }
+
+  std::vector<MetricValue> shard_metrics(const std::string& evaluation_id, int32_t shard) override {
+    Query q(*db_,
+            "SELECT metric, value, n, std_error FROM evaluation_shard_metrics WHERE evaluation_id = ? AND shard = ? "
+            "ORDER BY metric");
+    q.arg(evaluation_id).arg(shard);
+    std::vector<MetricValue> out;
+    while (q.next()) out.push_back(read_metric(q, 0));
+    return out;
+  }
+
+  std::vector<EvaluationRecord> evaluations(const EvaluationFilter& f) override {
+    static const std::string sql =
+        std::string(kEvaluationColumns) +
+        "WHERE (?1 = '' OR (model_id = ?1 AND model_version = ?2)) AND (?3 = '' OR benchmark = ?3) AND "
+        "(?4 = '' OR benchmark_version = ?4) ORDER BY evaluation_id";
+    Query q(*db_, sql.c_str());
+    q.arg(f.model_id).arg(f.model_version).arg(f.benchmark).arg(f.benchmark_version);
+    std::vector<EvaluationRecord> out;
+    while (q.next()) out.push_back(read_evaluation(q));
+    return out;
+  }
+
+  std::optional<ModelVersionView> model_version(const std::string& model_id, const std::string& version) override {
+    ModelVersionView v;
+    {
+      Query q(
+          *db_,
+          "SELECT model_id, model_version, coalesce(checkpoint_id, ''), coalesce(run_id, ''), coalesce(status, ''), "
+          "coalesce(created_ns, 0) FROM model_versions WHERE model_id = ? AND model_version = ?");
+      q.arg(model_id).arg(version);
+      if (!q.next()) return std::nullopt;
+      v.version = {q.text(0), q.text(1), q.text(2), q.text(3), q.text(4), q.i64(5)};
+    }
+    EvaluationFilter f;
+    f.model_id = model_id;
+    f.model_version = version;
+    v.evaluations = evaluations(f);
+    return v;
+  }
+
+  std::optional<CheckpointRecord> checkpoint(const std::string& checkpoint_id) override {
+    Query q(*db_,
+            "SELECT checkpoint_id, run_id, step, coalesce(sha256, ''), coalesce(parent_checkpoint_id, ''), "
+            "coalesce(uri, '') FROM checkpoints WHERE checkpoint_id = ? ORDER BY sha256 IS NULL, run_id LIMIT 1");
+    q.arg(checkpoint_id);
+    if (!q.next()) return std::nullopt;
+    return CheckpointRecord{q.text(0), q.text(1), q.opt_i64(2), q.text(3), q.text(4), q.text(5)};
+  }
+
+  std::optional<DatasetVersionRecord> dataset_version(const std::string& dataset_id,
+                                                      const std::string& version) override {
+    Query q(*db_,
+            "SELECT dataset_id, dataset_version, coalesce(content_hash, ''), coalesce(items, 0) FROM dataset_versions "
+            "WHERE dataset_id = ? AND dataset_version = ?");
+    q.arg(dataset_id).arg(version);
+    if (!q.next()) return std::nullopt;
+    return DatasetVersionRecord{q.text(0), q.text(1), q.text(2), q.i64(3)};
+  }
+
+ private:
+  std::shared_ptr<Db> db_;
+};
+
 }  // namespace
 
 }  // namespace runlens::store
@@ -1534,6 +2144,7 @@ Store open(const std::string& path, OpenMode mode, int target_version) {
   Store s;
   s.graph = std::make_unique<SqliteRunGraph>(db);
   s.metrics = std::make_unique<SqliteMetricRows>(db);
+  s.evals = std::make_unique<SqliteEvalStore>(db);
   s.schema_version = read_version(*db);
   return s;
 }

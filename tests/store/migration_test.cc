@@ -1,6 +1,6 @@
-// The versioned schema: a store written by the first schema version
-// (tests/store/data/runlens_v1.sql, frozen) is upgraded in place, its rows
-// kept and backfilled; version 1 as the code builds it today is still the
+// The versioned schema: stores written by the first and the second schema
+// versions (tests/store/data/runlens_v1.sql, runlens_v2.sql, frozen) are
+// upgraded in place, their rows kept and backfilled; version 1 as the code builds it today is still the
 // schema that file was written with; newer or unmigrated stores are refused.
 #include <set>
 
@@ -15,11 +15,19 @@ using namespace runlens::testing;
 namespace {
 
 const std::string kFixture = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v1.sql";
+const std::string kFixtureV2 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v2.sql";
 
 std::string v1_store(const std::string& dir) {
   std::string db = dir + "/v1.db";
   SqliteFile f(db);
   f.exec(read_file(kFixture));
+  return db;
+}
+
+std::string v2_store(const std::string& dir) {
+  std::string db = dir + "/v2.db";
+  SqliteFile f(db);
+  f.exec(read_file(kFixtureV2));
   return db;
 }
 
@@ -40,7 +48,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -97,6 +105,84 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(ranks[1].node == "node-a");  // from the allocations
   CHECK(ranks[1].ratio_to_median == 2.1);
   CHECK_FALSE(ranks[1].comm_ms);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: a version-2 store opens at version 3, its evaluation rows extended, lineage unchanged") {
+  std::string dir = fresh_dir("migrate-v2");
+  std::string db = v2_store(dir);
+  REQUIRE(store::sqlite::schema_version(db) == 2);
+  std::string before_runs;
+  {
+    SqliteFile f(db);
+    before_runs = f.rows("SELECT * FROM runs ORDER BY run_id");
+  }
+
+  store::Store s = store::open_store(url_of(db));
+  CHECK(s.schema_version == 3);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n");
+    CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
+    // The v2 tables were extended, not duplicated: their rows are kept.
+    CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
+                 "benchmark, cache_key FROM evaluation_runs") ==
+          "eval-v2-1|llama-x-7b|v200|v2-run-ckpt-50|v2-run|completed|1700000001000000000|NULL|NULL\n");
+    CHECK(f.rows("SELECT evaluation_id, benchmark, metric, score, n, std_error FROM evaluation_scores ORDER BY 2") ==
+          "eval-v2-1|gsm8k||0.42|NULL|NULL\neval-v2-1|mmlu||0.61|NULL|NULL\n");
+    CHECK(f.rows("SELECT gate_id, evaluation_id, benchmark, threshold, passed, metric FROM quality_gates") ==
+          "gate-mmlu|eval-v2-1|mmlu|0.6|1|NULL\n");
+    CHECK(f.rows("SELECT dataset_id, dataset_version, content_hash FROM dataset_versions") == "|v42|NULL\n");
+    CHECK(f.rows("SELECT model_id, model_version, run_id, checkpoint_id, status FROM model_versions") ==
+          "llama-x-7b|v200|v2-run|v2-run-ckpt-50|NULL\n");
+    CHECK(f.rows("SELECT checkpoint_id, step, uri, sha256, parent_checkpoint_id FROM checkpoints") ==
+          "v2-run-ckpt-50|50|s3://ckpt/v2-run/50|sha256:aa11|NULL\n");
+    for (const char* t : {"datasets", "benchmarks", "benchmark_versions", "evaluation_shards", "evaluation_items",
+                          "evaluation_shard_metrics", "evaluation_cache"}) {
+      CHECK(f.count(t) == 0);
+    }
+    // No parallel tables were left behind by the rebuilds.
+    CHECK(f.rows("SELECT count(*) FROM sqlite_master WHERE name LIKE '%_v3'") == "0\n");
+  }
+  // The lineage answers as it did for the v2 rows.
+  auto eval = s.graph->lineage("eval-v2-1");
+  REQUIRE(eval.size() == 1);
+  CHECK(eval[0].type == "evaluation_run");
+  REQUIRE(eval[0].children.size() == 1);
+  const auto& mv = eval[0].children[0];
+  CHECK(mv.type == "model_version");
+  CHECK(mv.id == "llama-x-7b:v200");
+  REQUIRE(mv.children.size() == 2);
+  CHECK(mv.children[0].type == "evaluation_run");
+  CHECK(mv.children[0].id == "eval-v2-1");
+  CHECK(mv.children[1].type == "checkpoint");
+  CHECK(mv.children[1].id == "v2-run-ckpt-50");
+  CHECK(mv.children[1].children.back().type == "training_run");
+  auto by_version = s.graph->lineage("v200");
+  REQUIRE(by_version.size() == 1);
+  CHECK(by_version[0].children.size() == mv.children.size());
+  auto run = s.graph->run("v2-run");
+  REQUIRE(run);
+  CHECK(run->step == 60);
+  CHECK(s.graph->alerts({}).size() == 2);
+  // The migrated evaluation reads through the evaluation store too.
+  auto view = s.evals->evaluation("eval-v2-1");
+  REQUIRE(view);
+  CHECK(view->run.status == "completed");
+  CHECK(view->run.run_id == "v2-run");
+  auto mvv = s.evals->model_version("llama-x-7b", "v200");
+  REQUIRE(mvv);
+  REQUIRE(mvv->evaluations.size() == 1);
+  CHECK(mvv->evaluations[0].evaluation_id == "eval-v2-1");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: version 2 built by today's code is the schema the frozen v2 store was written with") {
+  std::string dir = fresh_dir("schema-v2");
+  std::string built = dir + "/built.db";
+  { store::sqlite::open(built, store::OpenMode::kReadWrite, 2); }
+  CHECK(store::sqlite::schema_version(built) == 2);
+  CHECK(schema_of(built) == schema_of(v2_store(dir)));
   std::filesystem::remove_all(dir);
 }
 
