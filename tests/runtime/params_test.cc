@@ -113,7 +113,7 @@ TEST_CASE("format_duration and parse_duration_ns round-trip") {
 rt::ParamSpec spec(rt::ParamType type, std::optional<double> min = std::nullopt,
                    std::optional<double> max = std::nullopt, std::vector<std::string> choices = {}) {
   rt::ParamSpec s;
-  s.name = "p";
+  s.name.assign(1, 'p');  // not = "p": GCC 12 warns falsely (-Wrestrict, PR 105329)
   s.type = type;
   s.min = min;
   s.max = max;
