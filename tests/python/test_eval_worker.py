@@ -333,3 +333,35 @@ def test_bad_flags_are_usage_errors(tmp_path):
         timeout=60,
     )
     assert out.returncode == 2 and "--memory: expected a size like 4GiB or 512MiB, got 'lots'" in out.stderr
+
+
+def test_runlens_eval_score_of_the_worker_stats_gives_the_library_numbers(ckpts, tmp_path):
+    """Cross-language: the worker's per-item statistics for the shipped digits
+    suite, aggregated by the service's C++ aggregator (`runlens eval score`),
+    give runlens.eval.metrics' numbers."""
+    import subprocess
+    from conftest import BUILD_DIR, REPO
+
+    path, sha = ckpts["digits"]
+    ms = [metric("accuracy", 1), metric("f1", 2, {"average": "macro"}), metric("precision", 2, {"average": "macro"}), metric("recall", 2, {"average": "macro"})]
+    res = run(assignment(E.CLASSIFY, DIGITS, path, sha, (1437, 1797), ms))
+    out = tmp_path / "results.jsonl"
+    out.write_text("".join(json.dumps(r.to_json()) + "\n" for r in res))
+    proc = subprocess.run(
+        [str(BUILD_DIR / "runlens"), "eval", "score", "--json", "--suite", str(REPO / "configs/eval/digits-heldout.yaml"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["status"] == "COMPLETED" and got["items"] == 360 and got["shards"] == 6
+    ds = datasets.load("digits")
+    y_true = [ds.items[i].target for i in range(1437, 1797)]
+    y_pred = models.classify(models.load_checkpoint(path), ds.items[1437:1797])
+    values = {m["name"]: m for m in got["metrics"]}
+    acc = metrics.accuracy(y_true, y_pred)
+    assert values["accuracy"]["value"] == pytest.approx(float(acc), abs=1e-12)
+    assert values["accuracy"]["n"] == 360 and values["accuracy"]["stderr"] == pytest.approx(acc.stderr, rel=1e-9)
+    for name in ("f1", "precision", "recall"):
+        assert values[name]["value"] == pytest.approx(getattr(metrics, name)(y_true, y_pred, average="macro"), abs=1e-12), name

@@ -526,8 +526,9 @@ KEYWORD_RUBRICS = {
 
 
 def make_judge(judge: Mapping[str, Any]):
-    """A KeywordJudge for the suite's judge block (model, modelVersion or
-    model_version, rubricVersion or rubric_version, criteria, scale)."""
+    """A KeywordJudge for the assignment's judge block (model, version,
+    rubricVersion, promptVersion, criteria, scale; the suite file's
+    snake_case names are accepted too)."""
 
     def get(*names, default=None):
         for n in names:
@@ -535,7 +536,7 @@ def make_judge(judge: Mapping[str, Any]):
                 return judge[n]
         return default
 
-    key = (get("model"), str(get("modelVersion", "model_version", default="")), get("rubricVersion", "rubric_version"))
+    key = (get("model"), str(get("version", "modelVersion", "model_version", default="")), get("rubricVersion", "rubric_version"))
     rubric = KEYWORD_RUBRICS.get(key)
     if rubric is None:
         known = ", ".join(f"{m}:{v} rubric {r}" for m, v, r in KEYWORD_RUBRICS)
