@@ -365,3 +365,34 @@ def test_runlens_eval_score_of_the_worker_stats_gives_the_library_numbers(ckpts,
     assert values["accuracy"]["n"] == 360 and values["accuracy"]["stderr"] == pytest.approx(acc.stderr, rel=1e-9)
     for name in ("f1", "precision", "recall"):
         assert values[name]["value"] == pytest.approx(getattr(metrics, name)(y_true, y_pred, average="macro"), abs=1e-12), name
+
+
+def test_runlens_eval_worker_runs_the_python_worker_with_the_same_flags(service, tmp_path):
+    """`runlens eval worker` (--runner python, the default) becomes the Python
+    worker, found next to the binary (build/python), with the same flags."""
+    import os
+    import subprocess
+    from conftest import BUILD_DIR
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # found next to the binary, not through the environment
+    log = open(tmp_path / "cli-worker.log", "w")
+    proc = subprocess.Popen(
+        [str(BUILD_DIR / "runlens"), "eval", "worker", "--connect", service.endpoint, "--id", "w-cli", "--memory", "512MiB", "--slots", "3", "--pool", "gpu"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        ident, hello = service.recv("hello", timeout=30)
+        assert (hello["worker"], hello["memoryMib"], hello["slots"], hello["pool"]) == ("w-cli", 512, 3, "gpu")
+        assert hello["workerVersion"] == "runlens-eval-worker-py/1"
+        service.send(ident, {"type": "welcome", "protocol": 1, "heartbeatMs": 100, "timeoutMs": 1000})
+        service.recv("heartbeat", timeout=5)
+        os.kill(proc.pid, signal.SIGTERM)  # the same process: exec, not a child
+        service.recv("bye", timeout=10)
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
