@@ -8,6 +8,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -180,37 +181,43 @@ double number_or_nan(const json::Value* v) {
   return v && v->type == json::Value::Type::kNumber ? v->number : std::nan("");
 }
 
-// GET /v1/evaluations/{id}, human-readable: the headline, shard progress,
-// missing shards, metrics with n and standard error, then every provenance
-// field (and any other member the service adds, so nothing is hidden).
+// GET /v1/evaluations/{id} (docs/api.md), human-readable: the summary,
+// progress, missing shards, metrics with n and standard error, the shards,
+// then every other member as provenance (so a field the service adds is
+// shown too).
 std::string format_evaluation(const json::Value& ev) {
-  std::string out = "evaluation " + member_text(ev, "evaluationId") + ": " + member_text(ev, "status") + "\n";
-  static const std::vector<std::string> kHeadline = {"evaluationId", "status", "metrics",
-                                                     "provenance",   "shards", "missingShards"};
-  auto is_headline = [&](const std::string& k) {
-    return std::find(kHeadline.begin(), kHeadline.end(), k) != kHeadline.end();
+  static const std::vector<std::string> kSummary = {"modelVersion", "checkpointId",     "benchmarkSuite",
+                                                    "benchmark",    "benchmarkVersion", "cachedFrom",
+                                                    "startedAt",    "completedAt",      "error"};
+  static const std::vector<std::string> kSections = {"evaluationId",  "status",  "progress",
+                                                     "missingShards", "metrics", "shards"};
+  auto in = [](const std::vector<std::string>& v, const std::string& k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
   };
+  std::string out = "evaluation " + member_text(ev, "evaluationId") + ": " + member_text(ev, "status") + "\n";
   size_t width = 12;
   for (const auto& [k, v] : ev.members) width = std::max(width, k.size());
-  char buf[1024];
-  auto line = [&](const std::string& indent, const std::string& k, const std::string& v) {
-    std::snprintf(buf, sizeof buf, "%s%-*s  %s\n", indent.c_str(), static_cast<int>(width), k.c_str(), v.c_str());
+  char buf[2048];
+  auto line = [&](const std::string& k, const json::Value& v) {
+    const bool nested = v.type == json::Value::Type::kObject || v.type == json::Value::Type::kArray;
+    std::snprintf(buf, sizeof buf, "  %-*s  %s\n", static_cast<int>(width), k.c_str(),
+                  (nested ? compact(v) : plain(v)).c_str());
     out += buf;
   };
-  for (const auto& [k, v] : ev.members) {
-    if (is_headline(k)) continue;
-    line("  ", k, v.type == json::Value::Type::kObject || v.type == json::Value::Type::kArray ? compact(v) : plain(v));
+  for (const auto& k : kSummary) {
+    const json::Value* v = ev.find(k);
+    if (v && !(k == "error" && v->type == json::Value::Type::kNull)) line(k, *v);
   }
-  if (const json::Value* s = ev.find("shards")) {
-    if (s->type == json::Value::Type::kObject) {
-      std::string parts;
-      for (const auto& [k, v] : s->members) parts += (parts.empty() ? "" : ", ") + k + " " + plain(v);
-      line("  ", "shards", parts);
-    } else {
-      line("  ", "shards", compact(*s));
-    }
+  if (const json::Value* p = ev.find("progress"); p && p->type == json::Value::Type::kObject) {
+    std::string parts;
+    for (const auto& [k, v] : p->members) parts += (parts.empty() ? "" : ", ") + k + " " + plain(v);
+    out += "progress: " + parts + "\n";
   }
-  if (const json::Value* m = ev.find("missingShards"); m && !m->items.empty()) line("  ", "missingShards", compact(*m));
+  if (const json::Value* m = ev.find("missingShards"); m && m->type == json::Value::Type::kArray && !m->items.empty()) {
+    std::string list;
+    for (const auto& x : m->items) list += (list.empty() ? "" : ", ") + plain(x);
+    out += "missing shards: " + list + "\n";
+  }
   if (const json::Value* ms = ev.find("metrics"); ms && ms->type == json::Value::Type::kArray) {
     std::vector<eval::MetricResult> metrics;
     for (const auto& m : ms->items) {
@@ -219,16 +226,28 @@ std::string format_evaluation(const json::Value& ev) {
       r.value = number_or_nan(m.find("value"));
       const json::Value* n = m.find("n");
       r.n = n && n->integral ? n->integer : 0;
-      r.std_error = number_or_nan(m.find("stderr") ? m.find("stderr") : m.find("stdError"));
+      r.std_error = number_or_nan(m.find("stdError") ? m.find("stdError") : m.find("stderr"));
       metrics.push_back(r);
     }
     out += "metrics\n" + format_metrics(metrics);
   }
-  if (const json::Value* p = ev.find("provenance"); p && p->type == json::Value::Type::kObject) {
-    out += "provenance\n";
-    for (const auto& [k, v] : p->members)
-      line("  ", k,
-           v.type == json::Value::Type::kObject || v.type == json::Value::Type::kArray ? compact(v) : plain(v));
+  if (const json::Value* sh = ev.find("shards"); sh && sh->type == json::Value::Type::kArray && !sh->items.empty()) {
+    out += "shards\n";
+    std::snprintf(buf, sizeof buf, "  %5s  %-16s  %-9s  %7s  %s\n", "shard", "items", "status", "attempt", "worker");
+    out += buf;
+    for (const auto& s : sh->items) {
+      std::string items = member_text(s, "items");
+      if (const json::Value* r = s.find("items"); r && r->type == json::Value::Type::kArray && r->items.size() == 2)
+        items = "[" + plain(r->items[0]) + ", " + plain(r->items[1]) + ")";
+      std::snprintf(buf, sizeof buf, "  %5s  %-16s  %-9s  %7s  %s\n", member_text(s, "shard").c_str(), items.c_str(),
+                    member_text(s, "status").c_str(), member_text(s, "attempt").c_str(),
+                    member_text(s, "worker").c_str());
+      out += buf;
+    }
+  }
+  out += "provenance\n";
+  for (const auto& [k, v] : ev.members) {
+    if (!in(kSummary, k) && !in(kSections, k)) line(k, v);
   }
   return out;
 }

@@ -3,6 +3,7 @@
 // worker, `/usr/bin/python3 -m runlens.eval.worker` with the same flags,
 // which runs the real models (runlens.eval.evaluators); the runlens Python
 // package is found next to the binary (build/python in a build tree).
+// --runner instant scores without a model (cli/eval_instant.h).
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,7 @@
 #include <memory>
 
 #include "cli/eval.h"
+#include "cli/eval_instant.h"
 #include "eval/suite.h"
 
 namespace runlens::cli {
@@ -21,14 +23,8 @@ namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-struct WorkerOptions {
-  std::string endpoint, worker_id, pool = "cpu";
-  int slots = 1;
-  int64_t memory_mib = 0;
-};
-
 struct WorkerFlags {
-  WorkerOptions o;
+  InstantWorkerOptions o;
   std::string memory = "4GiB";
   std::string runner = "python";
 };
@@ -72,7 +68,9 @@ int worker(WorkerFlags& f) {
   if (f.o.endpoint.rfind("tcp://", 0) != 0 && f.o.endpoint.rfind("ipc://", 0) != 0)
     throw CLI::ValidationError("--connect",
                                "expected a ZeroMQ endpoint such as tcp://127.0.0.1:5571, got '" + f.o.endpoint + "'");
-  return exec_python(f);
+  if (f.runner == "python") return exec_python(f);
+  if (f.o.worker_id.empty()) f.o.worker_id = "instant-" + std::to_string(getpid());
+  return run_instant_worker(f.o, stop_requested);
 }
 
 }  // namespace
@@ -85,9 +83,11 @@ Command add_eval_worker(CLI::App& group) {
   sub->add_option("--slots", f->o.slots, "Shards computed at once")->capture_default_str()->check(CLI::Range(1, 256));
   sub->add_option("--memory", f->memory, "Memory offered to models, e.g. 4GiB or 512MiB")->capture_default_str();
   sub->add_option("--pool", f->o.pool, "Worker pool")->capture_default_str()->check(CLI::IsMember({"cpu", "gpu"}));
-  sub->add_option("--runner", f->runner, "python: run the real models (/usr/bin/python3 -m runlens.eval.worker)")
+  sub->add_option("--runner", f->runner,
+                  "python: run the real models (/usr/bin/python3 -m runlens.eval.worker); instant: score every item "
+                  "at once without a model (benchmarks)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"python"}));
+      ->check(CLI::IsMember({"python", "instant"}));
   return {sub, [f] { return worker(*f); }};
 }
 

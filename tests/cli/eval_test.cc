@@ -161,11 +161,15 @@ class FakeService {
       res.set_content(
           std::string(R"({"evaluationId":"ev-7","status":")") + (done ? "COMPLETED" : "RUNNING") +
               R"(","modelVersion":"digits-mlp:v1","checkpointId":"ck-a","benchmarkSuite":"digits-heldout-v1",)"
-              R"("shards":{"total":6,"completed":6},"missingShards":[],"cachedFrom":null,)"
-              R"("metrics":[{"name":"accuracy","value":0.95,"n":360,"stderr":0.0115},)"
-              R"({"name":"f1","value":0.948,"n":360,"stderr":null}],)"
-              R"("provenance":{"checkpointHash":"ab12","datasetHash":"46ab","temperature":0,)"
-              R"("libraries":{"torch":"1.13.1"}}})",
+              R"("benchmark":"sklearn-digits","benchmarkVersion":"2026-12","cachedFrom":null,)"
+              R"("startedAt":"2026-12-01T11:25:00.123Z","completedAt":null,"modelId":"digits-mlp",)"
+              R"("checkpointHash":"ab12","datasetHash":"46ab","temperature":0,"decoding":{"temperature":0},)"
+              R"("libraryVersions":{"torch":"1.13.1"},"error":null,)"
+              R"("progress":{"total":2,"completed":2,"cached":0,"running":0,"queued":0,"failed":0},)"
+              R"("shards":[{"shard":0,"items":[1437,1497],"status":"COMPLETED","attempt":1,"worker":"w1"},)"
+              R"({"shard":1,"items":[1497,1557],"status":"COMPLETED","attempt":2,"worker":"w2"}],)"
+              R"("metrics":[{"name":"accuracy","value":0.95,"n":360,"stdError":0.0115},)"
+              R"({"name":"f1","value":0.948,"n":360,"stdError":null}],"missingShards":[]})",
           "application/json");
     });
     server_.Get(R"(/v1/evaluations/([^/]+)/why)", [](const httplib::Request& req, httplib::Response& res) {
@@ -232,12 +236,18 @@ TEST_CASE("eval submit --wait polls until the evaluation ends and prints it with
   CHECK(svc.polls() == 3);
   INFO(r.output);
   CHECK(r.output.find("ev-7 QUEUED\nevaluation ev-7: COMPLETED\n") == 0);
-  CHECK(r.output.find("  modelVersion    digits-mlp:v1\n") != std::string::npos);
-  CHECK(r.output.find("  shards          total 6, completed 6\n") != std::string::npos);
+  CHECK(r.output.find("  modelVersion      digits-mlp:v1\n  checkpointId      ck-a\n") != std::string::npos);
+  CHECK(r.output.find("  cachedFrom        -\n") != std::string::npos);
+  CHECK(r.output.find("  error") == std::string::npos);  // null: not shown
+  CHECK(r.output.find("progress: total 2, completed 2, cached 0, running 0, queued 0, failed 0\n") !=
+        std::string::npos);
   CHECK(r.output.find("  accuracy          0.95       360      0.0115\n") != std::string::npos);
   CHECK(r.output.find("  f1               0.948       360           -\n") != std::string::npos);
-  CHECK(r.output.find("provenance\n  checkpointHash  ab12\n") != std::string::npos);
-  CHECK(r.output.find("  libraries       {\"torch\":\"1.13.1\"}\n") != std::string::npos);
+  CHECK(r.output.find("shards\n  shard  items             status     attempt  worker\n"
+                      "      0  [1437, 1497)      COMPLETED        1  w1\n"
+                      "      1  [1497, 1557)      COMPLETED        2  w2\n") != std::string::npos);
+  CHECK(r.output.find("provenance\n  modelId           digits-mlp\n  checkpointHash    ab12\n") != std::string::npos);
+  CHECK(r.output.find("  libraryVersions   {\"torch\":\"1.13.1\"}\n") != std::string::npos);
 }
 
 TEST_CASE("eval show, why and register against the service; --json prints the answer as it is") {
