@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <zmq.hpp>
@@ -109,7 +110,15 @@ int run_instant_worker(const InstantWorkerOptions& o, const std::function<bool()
   beat.worker = o.worker_id;
   beat.has_loaded = true;
   const std::string beat_bytes = wire::encode(beat);
-  auto send = [&](const std::string& bytes) { return sock.send(zmq::buffer(bytes), zmq::send_flags::none); };
+  auto send = [&](const std::string& bytes) {
+    while (true) {
+      try {
+        return sock.send(zmq::buffer(bytes), zmq::send_flags::none).has_value();
+      } catch (const zmq::error_t& e) {
+        if (e.num() != EINTR) throw;  // a signal (the stop request) interrupted it: send it all the same
+      }
+    }
+  };
 
   send(hello_bytes);
   auto last_hello = Clock::now();
@@ -123,12 +132,25 @@ int run_instant_worker(const InstantWorkerOptions& o, const std::function<bool()
   result.provenance.code_commit = hello.code_commit;
   result.provenance.libraries = hello.libraries;
   zmq::message_t msg;
+  auto recv = [&](zmq::message_t& m) {
+    try {
+      return sock.recv(m, zmq::recv_flags::dontwait).has_value();
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+      return false;
+    }
+  };
   log(o, "connecting to " + o.endpoint);
   while (!stop()) {
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_beat - Clock::now());
-    zmq::poll(&item, 1, std::chrono::milliseconds(std::clamp<int64_t>(wait.count(), 0, 100)));
-    while (sock.recv(msg, zmq::recv_flags::dontwait)) {
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(std::clamp<int64_t>(wait.count(), 0, 100)));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) throw;
+      continue;  // SIGTERM or SIGINT: stop() says so
+    }
+    while (recv(msg)) {
       wire::DecodeError err;
       auto decoded = wire::decode_service_message(msg.to_string_view(), &err);
       if (!decoded) {
