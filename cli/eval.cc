@@ -235,7 +235,13 @@ std::string format_evaluation(const json::Value& ev) {
     out += "shards\n";
     std::snprintf(buf, sizeof buf, "  %5s  %-16s  %-9s  %7s  %s\n", "shard", "items", "status", "attempt", "worker");
     out += buf;
-    for (const auto& s : sh->items) {
+    constexpr size_t kMaxShardLines = 20;  // a big evaluation's shards: --json has them all
+    for (size_t i = 0; i < sh->items.size(); ++i) {
+      if (i == kMaxShardLines) {
+        out += "  ... " + std::to_string(sh->items.size() - i) + " more shards (--json lists them all)\n";
+        break;
+      }
+      const json::Value& s = sh->items[i];
       std::string items = member_text(s, "items");
       if (const json::Value* r = s.find("items"); r && r->type == json::Value::Type::kArray && r->items.size() == 2)
         items = "[" + plain(r->items[0]) + ", " + plain(r->items[1]) + ")";
