@@ -190,6 +190,15 @@ def test_a_checkpoint_or_dataset_that_differs_fails_without_retry(ckpts, tmp_pat
     out = outcome(wrong_kind)
     assert out["retryable"] is False and out["reason"] == "checkpoint ck-digits is a mlp_classifier; runlens-eval-lm-v1 needs a char_lm"
 
+    no_uri = assignment(E.CLASSIFY, DIGITS, path, sha, (1437, 1497), CLASSIFY_METRICS)
+    no_uri["checkpoint"]["uri"] = ""
+    out = outcome(no_uri)
+    assert out["retryable"] is False and out["reason"] == "the checkpoint was registered without a URI: no worker can read it"
+    s3 = assignment(E.CLASSIFY, DIGITS, path, sha, (1437, 1497), CLASSIFY_METRICS)
+    s3["checkpoint"]["uri"] = "s3://bucket/a.pt"
+    out = outcome(s3)
+    assert out["retryable"] is True and out["reason"] == "checkpoint URI s3://bucket/a.pt: this worker reads only file:// URIs"
+
     unknown = assignment("runlens-eval-other-v9", DIGITS, path, sha, (1437, 1497), CLASSIFY_METRICS)
     out = outcome(unknown)
     assert out["retryable"] is True and out["reason"].startswith("this worker has no evaluator runlens-eval-other-v9")

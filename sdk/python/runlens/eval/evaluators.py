@@ -221,6 +221,8 @@ def sha256_file(path: str) -> str:
 def checkpoint_path(uri: str) -> str:
     """file:///abs/path (or a plain absolute path) -> the path; another scheme
     is an EvaluationFailure (retryable: a worker that reads it may exist)."""
+    if not uri:
+        raise EvaluationFailure("the checkpoint was registered without a URI: no worker can read it", False)
     parsed = urllib.parse.urlparse(uri)
     if parsed.scheme == "file":
         if parsed.netloc not in ("", "localhost"):
