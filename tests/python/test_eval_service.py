@@ -240,3 +240,32 @@ def test_instant_workers_complete_an_evaluation_without_a_model(tmp_path, procs)
         assert p.wait(timeout=10) == 0
     assert "bye after" in (tmp_path / "i-1.log").read_text()
     svc.wait(lambda: not any((svc.worker(w) or {}).get("alive") for w in ("i-1", "i-2")), 5, "the service did not see the byes")
+
+
+def test_lm_perplexity_through_the_service_and_a_wrong_checkpoint_kind_fails_naming_why(tmp_path, procs):
+    from eval_worker_support import FORTUNES, train_lm_checkpoint
+
+    svc = Serve(tmp_path, 10000)
+    procs.append(svc)
+    ck = tmp_path / "lm.pt"
+    sha = train_lm_checkpoint(ck)
+    svc.register("ck-lm", ck, sha, "char-lm:v1")
+    for wid in ("w-1", "w-2"):
+        procs.append(WorkerProcess(svc.endpoint, wid, tmp_path))
+    ev = svc.submit("char-lm:v1", "ck-lm", "fortunes-perplexity-v1")["evaluationId"]
+    done = svc.finished(ev)
+    assert done["status"] == "COMPLETED" and len(done["shards"]) == 9
+    texts = [it.input for it in E.fortune_items(FORTUNES)]
+    ll = models.loglikelihood(models.load_checkpoint(ck), texts)
+    got = {m["name"]: m for m in done["metrics"]}
+    assert got["perplexity"]["n"] == 431
+    assert got["perplexity"]["value"] == pytest.approx(float(metrics.perplexity([(x.loglik, x.tokens) for x in ll])), rel=1e-9)
+    assert got["bits_per_byte"]["value"] == pytest.approx(float(metrics.bits_per_byte([(x.loglik, x.bytes) for x in ll])), rel=1e-9)
+
+    # A char LM's checkpoint given to the digits suite: every shard fails at once (no retry), the reason logged.
+    bad = svc.submit("char-lm:v1", "ck-lm", "digits-heldout-v1")["evaluationId"]
+    done = svc.finished(bad)
+    assert done["status"] == "FAILED" and done["missingShards"] == [0, 1, 2, 3, 4, 5]
+    assert all(s["attempt"] == 1 for s in done["shards"])
+    why = "\n".join(svc.call("GET", f"/v1/evaluations/{bad}/why")["decisions"])
+    assert "checkpoint ck-lm is a char_lm; runlens-eval-classify-v1 needs an mlp_classifier (not retryable)" in why
