@@ -504,8 +504,15 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
     return reject_and_retry(std::string("the store could not write it: ") + e.what());
   }
   if (!written) {
-    // The store holds a result for this shard already (it was written before a restart).
-    return reply(wire::AckOutcome::kDuplicate, "the store holds a result for shard " + std::to_string(m.shard));
+    // The store holds a result for this shard that could not be read back at the restart (and a shard keeps
+    // one result): the shard cannot finish here; it fails, named, rather than run forever.
+    scheduler_.fail(id, m.shard, m.attempt, m.worker,
+                    "the store holds an earlier result for this shard that cannot be read back or replaced", now(),
+                    /*retryable=*/false);
+    need_dispatch_ = true;
+    reply(wire::AckOutcome::kDuplicate, "the store holds a result for shard " + std::to_string(m.shard));
+    sync(o);
+    return;
   }
   AcceptOutcome a = o.agg.accept(r);
   RUNLENS_CHECK(a.outcome == Acceptance::kAccepted, "a result the scratch aggregator accepted: " + a.reason);
@@ -968,6 +975,17 @@ void EvalService::resume() {
     }
     auto view = store_->evals->evaluation(id);
     std::vector<Shard> shards = plan_shards(id, *suite.dataset.items, suite.partition_size, suite.dataset.first_item);
+    if (view && view->shards.size() < shards.size()) {
+      // Stopped between writing the evaluation and its shards: plan the missing ones (rows there are kept).
+      std::vector<store::ShardRecord> rows;
+      for (size_t i = 0; i < shards.size(); ++i) {
+        rows.push_back(store::ShardRecord{id, static_cast<int32_t>(i), std::to_string(i), shards[i].items.begin,
+                                          shards[i].items.end, "QUEUED", 0, "",
+                                          shard_cache_key(inputs, shards[i].items), std::nullopt});
+      }
+      store_->evals->add_shards(rows);
+      view = store_->evals->evaluation(id);
+    }
     if (!view || view->shards.size() != shards.size()) {
       fail("its stored shards no longer match the suite's shard plan");
       continue;
@@ -1013,8 +1031,6 @@ void EvalService::resume() {
       o->written[i] = row.status == "RUNNING" ? ShardState::kRunning : ShardState::kQueued;
       if (row.status == "FAILED") o->written[i] = ShardState::kFailed;
     }
-    // A stored-done shard that is not marked done cannot be written again (the store keeps one result):
-    // it is served by its stored rows, so mark it done.
     scheduler_.submit(std::move(spec), now());
     note(id, "resumed after a restart: " + std::to_string(done) + " shards done before it, " + std::to_string(again) +
                  " queued again (attempt numbers continue)");
