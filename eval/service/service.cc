@@ -574,6 +574,11 @@ void EvalService::dispatch() {
     o.attempt[a.partition] = a.attempt;
     o.worker[a.partition] = a.worker;
     touched.insert(a.evaluation_id);
+    // The lease is in the store before the worker hears of it: after a crash, the next attempt is numbered
+    // past this one, so a late result of it is told apart.
+    store_->evals->set_shard_status(a.evaluation_id, a.partition, "RUNNING", a.attempt, a.worker);
+    o.written[a.partition] = ShardState::kRunning;
+    o.written_attempt[a.partition] = a.attempt;
     auto w = workers_.find(a.worker);
     wire::Assign m = o.tmpl;
     m.shard = a.partition;
