@@ -97,8 +97,9 @@ struct EvalService::Open {
   std::vector<std::string> worker;
   std::set<std::string> versions, commits;
   std::map<std::string, std::set<std::string>> libraries;
-  std::string cached_source;  // the first evaluation a cached shard came from
-  std::string run_id;         // the checkpoint's training run (lineage)
+  std::string cached_source;    // the first evaluation a cached shard came from
+  std::string run_id;           // the checkpoint's training run (lineage)
+  int64_t metrics_written = 0;  // accepted shards when the metrics were last written
 
   store::EvaluationRecord record() const {
     store::EvaluationRecord r = to_record(run);
@@ -457,7 +458,7 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
   }
   auto reject_and_retry = [&](const std::string& why) {
     scheduler_.fail(id, m.shard, m.attempt, m.worker, "result rejected: " + why, now());
-    sync(o);
+    sync(o, m.shard);
     need_dispatch_ = true;
     reply(wire::AckOutcome::kRejected, why);
   };
@@ -473,9 +474,9 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
   r.items.reserve(m.items.size());
   for (const auto& it2 : m.items) r.items.push_back(it2.item);
   r.stats = std::move(m.stats);
-  // Validated whole on a scratch aggregator first: nothing is applied or written unless all of it is valid.
-  Aggregator scratch(id, o.suite.metrics, o.shards, o.suite.judge ? &*o.suite.judge : nullptr);
-  AcceptOutcome v = scratch.accept(r);
+  // Validated whole first: nothing is applied or written unless all of it is valid.
+  std::vector<MetricResult> shard_metrics;
+  AcceptOutcome v = o.agg.check(r, &shard_metrics);
   if (v.outcome != Acceptance::kAccepted) return reject_and_retry(v.reason);
 
   store::ShardResult sr;
@@ -496,7 +497,7 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
     out.scores.reserve(stride);
     for (size_t j = 0; j < stride; ++j) out.scores.emplace_back(o.names[j], r.stats[i * stride + j]);
   }
-  sr.metrics = to_values(scratch.metrics());
+  sr.metrics = to_values(shard_metrics);
   bool written = false;
   try {
     written = store_->evals->write_shard_result(sr);
@@ -511,11 +512,11 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
                     /*retryable=*/false);
     need_dispatch_ = true;
     reply(wire::AckOutcome::kDuplicate, "the store holds a result for shard " + std::to_string(m.shard));
-    sync(o);
+    sync(o, m.shard);
     return;
   }
   AcceptOutcome a = o.agg.accept(r);
-  RUNLENS_CHECK(a.outcome == Acceptance::kAccepted, "a result the scratch aggregator accepted: " + a.reason);
+  RUNLENS_CHECK(a.outcome == Acceptance::kAccepted, "a result check() accepted: " + a.reason);
   scheduler_.complete(id, m.shard, m.attempt, m.worker, now());
   o.written[m.shard] = ShardState::kDone;
   o.written_attempt[m.shard] = m.attempt;
@@ -524,7 +525,7 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
   o.apply_provenance();
   need_dispatch_ = true;
   reply(wire::AckOutcome::kAccepted, "");
-  sync(o);  // may finish the evaluation (and erase it)
+  sync(o, kStatusOnly);  // may finish the evaluation (and erase it)
 }
 
 void EvalService::on_fail(const wire::Fail& m) {
@@ -533,7 +534,7 @@ void EvalService::on_fail(const wire::Fail& m) {
   if (it == open_.end()) return;
   scheduler_.fail(m.evaluation_id, m.shard, m.attempt, m.worker, m.reason, now(), m.retryable);
   need_dispatch_ = true;
-  sync(*it->second);
+  if (m.shard >= 0 && m.shard < static_cast<int>(it->second->shards.size())) sync(*it->second, m.shard);
 }
 
 void EvalService::on_bye(const wire::Bye& m) {
@@ -596,12 +597,13 @@ void EvalService::dispatch() {
       scheduler_.fail(a.evaluation_id, a.partition, a.attempt, a.worker,
                       std::string("the assignment could not be sent: ") + zmq_strerror(zmq_errno()), now());
       need_dispatch_ = true;
+      sync(o, a.partition);
     } else {
       counters_.assigned++;
     }
   }
   for (const auto& id : touched) {
-    if (auto it = open_.find(id); it != open_.end()) sync(*it->second);
+    if (auto it = open_.find(id); it != open_.end()) sync(*it->second, kStatusOnly);
   }
 }
 
@@ -614,9 +616,17 @@ void EvalService::sync_all() {
 }
 
 // Writes the shard states the scheduler changed, then the evaluation's status.
-void EvalService::sync(Open& o) {
+void EvalService::sync(Open& o, int only) {
   const std::string id = o.run.evaluation_id;
-  for (int i = 0; i < static_cast<int>(o.shards.size()); ++i) {
+  const int n = static_cast<int>(o.shards.size());
+  int from = 0, to = 0;
+  if (only == kAllShards) {
+    to = n;
+  } else if (only >= 0 && only < n) {
+    from = only;
+    to = only + 1;
+  }
+  for (int i = from; i < to; ++i) {
     const ShardState st = scheduler_.shard_state(id, i);
     if (st == o.written[i] && o.attempt[i] == o.written_attempt[i]) continue;
     if (st == ShardState::kDone || st == ShardState::kCached) {
@@ -633,9 +643,10 @@ void EvalService::sync(Open& o) {
   if (s != o.run.status) {
     o.run.status = s;
     store_->evals->write_evaluation(o.record());
-    store_->evals->set_metrics(id, to_values(o.agg.metrics()));
-  } else if (s == EvalStatus::kRunning && o.agg.counters().accepted > 0) {
+  }
+  if (o.agg.counters().accepted != o.metrics_written) {
     // Metrics over the items covered so far, as they grow.
+    o.metrics_written = o.agg.counters().accepted;
     store_->evals->set_metrics(id, to_values(o.agg.metrics()));
   }
 }
@@ -923,8 +934,7 @@ bool EvalService::refeed_stored_shard(Open& o, int shard, const std::string& sou
       return false;
     }
   }
-  Aggregator scratch(id, o.suite.metrics, o.shards, o.suite.judge ? &*o.suite.judge : nullptr);
-  AcceptOutcome v = scratch.accept(r);
+  AcceptOutcome v = o.agg.check(r);
   if (v.outcome != Acceptance::kAccepted) {
     *why = v.reason;
     return false;
