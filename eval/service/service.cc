@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <stdexcept>
 
 #include "eval/cache_key.h"
 #include "eval/service/records.h"
@@ -568,6 +569,7 @@ void EvalService::dispatch() {
   need_dispatch_ = false;
   std::vector<Assignment> as = scheduler_.schedule(now());
   std::set<std::string> touched;
+  bool lost_any = false;
   for (const Assignment& a : as) {
     auto it = open_.find(a.evaluation_id);
     RUNLENS_CHECK(it != open_.end(), "the scheduler assigned a shard of an evaluation that is not open");
@@ -594,14 +596,18 @@ void EvalService::dispatch() {
              zmq_send(router_, payload.data(), payload.size(), ZMQ_DONTWAIT) >= 0;
     }
     if (!sent) {
-      scheduler_.fail(a.evaluation_id, a.partition, a.attempt, a.worker,
-                      std::string("the assignment could not be sent: ") + zmq_strerror(zmq_errno()), now());
+      // The worker is gone (or not reading): it is lost at once, its leases (this one too) retried elsewhere,
+      // rather than handed more work it cannot receive. Its next heartbeat is answered reregister.
+      scheduler_.remove_worker(a.worker, now(),
+                               std::string("the assignment could not be sent to it: ") + zmq_strerror(zmq_errno()));
+      if (w != workers_.end()) w->second->alive = false;
       need_dispatch_ = true;
-      sync(o, a.partition);
+      lost_any = true;
     } else {
       counters_.assigned++;
     }
   }
+  if (lost_any) return sync_all();
   for (const auto& id : touched) {
     if (auto it = open_.find(id); it != open_.end()) sync(*it->second, kStatusOnly);
   }
@@ -721,6 +727,10 @@ SubmitOutcome EvalService::submit(const SubmitRequest& request) {
     return submit_locked(request, *ck);
   } catch (const store::StoreError& e) {
     out.http_status = 503;
+    out.error = e.what();
+    return out;
+  } catch (const std::invalid_argument& e) {  // a shard plan the core refuses (more than 10^7 shards)
+    out.http_status = 400;
     out.error = e.what();
     return out;
   }

@@ -686,3 +686,27 @@ TEST_CASE("eval service: shards from workers of different versions: the evaluati
   CHECK(v->run.worker_version == "worker-cc/2, worker-py/1");
   CHECK(v->run.code_commit == "c0ffee");
 }
+
+TEST_CASE("eval service: a worker that disconnected without a bye is lost when an assignment cannot reach it") {
+  Env env("unreachable");
+  SuiteSpec s = env.spec();
+  s.items = 10;
+  env.add_suite(s);
+  env.start();
+  env.checkpoint("ck-a", 'a', "toy-mlp:v1");
+  {
+    TestWorker gone(env.svc->endpoint(), "a-gone");
+    gone.hello();
+  }  // its socket is closed: the service still counts it as alive until its heartbeats are missed
+  TestWorker live(env.svc->endpoint(), "b-live");
+  live.hello();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the disconnect reaches the ROUTER
+  auto o = env.submit("toy-mlp:v1", "ck-a");
+  live.serve([&] { return status_of(env.url, o.evaluation_id) == "COMPLETED"; });
+  REQUIRE(status_of(env.url, o.evaluation_id) == "COMPLETED");
+  REQUIRE(live.assigned.size() == 1);
+  CHECK(live.assigned[0].attempt == 2);
+  std::string why = env.why(o.evaluation_id);
+  CHECK(why.find("shard 0 of " + o.evaluation_id + " went to worker a-gone") != std::string::npos);
+  CHECK(why.find("worker a-gone left: the assignment could not be sent to it: Host unreachable") != std::string::npos);
+}
