@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <stdexcept>
 
 #include "eval/cache_key.h"
 #include "eval/service/records.h"
@@ -97,8 +98,9 @@ struct EvalService::Open {
   std::vector<std::string> worker;
   std::set<std::string> versions, commits;
   std::map<std::string, std::set<std::string>> libraries;
-  std::string cached_source;  // the first evaluation a cached shard came from
-  std::string run_id;         // the checkpoint's training run (lineage)
+  std::string cached_source;    // the first evaluation a cached shard came from
+  std::string run_id;           // the checkpoint's training run (lineage)
+  int64_t metrics_written = 0;  // accepted shards when the metrics were last written
 
   store::EvaluationRecord record() const {
     store::EvaluationRecord r = to_record(run);
@@ -457,7 +459,7 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
   }
   auto reject_and_retry = [&](const std::string& why) {
     scheduler_.fail(id, m.shard, m.attempt, m.worker, "result rejected: " + why, now());
-    sync(o);
+    sync(o, m.shard);
     need_dispatch_ = true;
     reply(wire::AckOutcome::kRejected, why);
   };
@@ -473,9 +475,9 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
   r.items.reserve(m.items.size());
   for (const auto& it2 : m.items) r.items.push_back(it2.item);
   r.stats = std::move(m.stats);
-  // Validated whole on a scratch aggregator first: nothing is applied or written unless all of it is valid.
-  Aggregator scratch(id, o.suite.metrics, o.shards, o.suite.judge ? &*o.suite.judge : nullptr);
-  AcceptOutcome v = scratch.accept(r);
+  // Validated whole first: nothing is applied or written unless all of it is valid.
+  std::vector<MetricResult> shard_metrics;
+  AcceptOutcome v = o.agg.check(r, &shard_metrics);
   if (v.outcome != Acceptance::kAccepted) return reject_and_retry(v.reason);
 
   store::ShardResult sr;
@@ -496,7 +498,7 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
     out.scores.reserve(stride);
     for (size_t j = 0; j < stride; ++j) out.scores.emplace_back(o.names[j], r.stats[i * stride + j]);
   }
-  sr.metrics = to_values(scratch.metrics());
+  sr.metrics = to_values(shard_metrics);
   bool written = false;
   try {
     written = store_->evals->write_shard_result(sr);
@@ -504,11 +506,18 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
     return reject_and_retry(std::string("the store could not write it: ") + e.what());
   }
   if (!written) {
-    // The store holds a result for this shard already (it was written before a restart).
-    return reply(wire::AckOutcome::kDuplicate, "the store holds a result for shard " + std::to_string(m.shard));
+    // The store holds a result for this shard that could not be read back at the restart (and a shard keeps
+    // one result): the shard cannot finish here; it fails, named, rather than run forever.
+    scheduler_.fail(id, m.shard, m.attempt, m.worker,
+                    "the store holds an earlier result for this shard that cannot be read back or replaced", now(),
+                    /*retryable=*/false);
+    need_dispatch_ = true;
+    reply(wire::AckOutcome::kDuplicate, "the store holds a result for shard " + std::to_string(m.shard));
+    sync(o, m.shard);
+    return;
   }
   AcceptOutcome a = o.agg.accept(r);
-  RUNLENS_CHECK(a.outcome == Acceptance::kAccepted, "a result the scratch aggregator accepted: " + a.reason);
+  RUNLENS_CHECK(a.outcome == Acceptance::kAccepted, "a result check() accepted: " + a.reason);
   scheduler_.complete(id, m.shard, m.attempt, m.worker, now());
   o.written[m.shard] = ShardState::kDone;
   o.written_attempt[m.shard] = m.attempt;
@@ -517,7 +526,7 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
   o.apply_provenance();
   need_dispatch_ = true;
   reply(wire::AckOutcome::kAccepted, "");
-  sync(o);  // may finish the evaluation (and erase it)
+  sync(o, kStatusOnly);  // may finish the evaluation (and erase it)
 }
 
 void EvalService::on_fail(const wire::Fail& m) {
@@ -526,7 +535,7 @@ void EvalService::on_fail(const wire::Fail& m) {
   if (it == open_.end()) return;
   scheduler_.fail(m.evaluation_id, m.shard, m.attempt, m.worker, m.reason, now(), m.retryable);
   need_dispatch_ = true;
-  sync(*it->second);
+  if (m.shard >= 0 && m.shard < static_cast<int>(it->second->shards.size())) sync(*it->second, m.shard);
 }
 
 void EvalService::on_bye(const wire::Bye& m) {
@@ -560,6 +569,7 @@ void EvalService::dispatch() {
   need_dispatch_ = false;
   std::vector<Assignment> as = scheduler_.schedule(now());
   std::set<std::string> touched;
+  bool lost_any = false;
   for (const Assignment& a : as) {
     auto it = open_.find(a.evaluation_id);
     RUNLENS_CHECK(it != open_.end(), "the scheduler assigned a shard of an evaluation that is not open");
@@ -567,6 +577,11 @@ void EvalService::dispatch() {
     o.attempt[a.partition] = a.attempt;
     o.worker[a.partition] = a.worker;
     touched.insert(a.evaluation_id);
+    // The lease is in the store before the worker hears of it: after a crash, the next attempt is numbered
+    // past this one, so a late result of it is told apart.
+    store_->evals->set_shard_status(a.evaluation_id, a.partition, "RUNNING", a.attempt, a.worker);
+    o.written[a.partition] = ShardState::kRunning;
+    o.written_attempt[a.partition] = a.attempt;
     auto w = workers_.find(a.worker);
     wire::Assign m = o.tmpl;
     m.shard = a.partition;
@@ -581,15 +596,20 @@ void EvalService::dispatch() {
              zmq_send(router_, payload.data(), payload.size(), ZMQ_DONTWAIT) >= 0;
     }
     if (!sent) {
-      scheduler_.fail(a.evaluation_id, a.partition, a.attempt, a.worker,
-                      std::string("the assignment could not be sent: ") + zmq_strerror(zmq_errno()), now());
+      // The worker is gone (or not reading): it is lost at once, its leases (this one too) retried elsewhere,
+      // rather than handed more work it cannot receive. Its next heartbeat is answered reregister.
+      scheduler_.remove_worker(a.worker, now(),
+                               std::string("the assignment could not be sent to it: ") + zmq_strerror(zmq_errno()));
+      if (w != workers_.end()) w->second->alive = false;
       need_dispatch_ = true;
+      lost_any = true;
     } else {
       counters_.assigned++;
     }
   }
+  if (lost_any) return sync_all();
   for (const auto& id : touched) {
-    if (auto it = open_.find(id); it != open_.end()) sync(*it->second);
+    if (auto it = open_.find(id); it != open_.end()) sync(*it->second, kStatusOnly);
   }
 }
 
@@ -602,9 +622,17 @@ void EvalService::sync_all() {
 }
 
 // Writes the shard states the scheduler changed, then the evaluation's status.
-void EvalService::sync(Open& o) {
+void EvalService::sync(Open& o, int only) {
   const std::string id = o.run.evaluation_id;
-  for (int i = 0; i < static_cast<int>(o.shards.size()); ++i) {
+  const int n = static_cast<int>(o.shards.size());
+  int from = 0, to = 0;
+  if (only == kAllShards) {
+    to = n;
+  } else if (only >= 0 && only < n) {
+    from = only;
+    to = only + 1;
+  }
+  for (int i = from; i < to; ++i) {
     const ShardState st = scheduler_.shard_state(id, i);
     if (st == o.written[i] && o.attempt[i] == o.written_attempt[i]) continue;
     if (st == ShardState::kDone || st == ShardState::kCached) {
@@ -621,9 +649,10 @@ void EvalService::sync(Open& o) {
   if (s != o.run.status) {
     o.run.status = s;
     store_->evals->write_evaluation(o.record());
-    store_->evals->set_metrics(id, to_values(o.agg.metrics()));
-  } else if (s == EvalStatus::kRunning && o.agg.counters().accepted > 0) {
+  }
+  if (o.agg.counters().accepted != o.metrics_written) {
     // Metrics over the items covered so far, as they grow.
+    o.metrics_written = o.agg.counters().accepted;
     store_->evals->set_metrics(id, to_values(o.agg.metrics()));
   }
 }
@@ -698,6 +727,10 @@ SubmitOutcome EvalService::submit(const SubmitRequest& request) {
     return submit_locked(request, *ck);
   } catch (const store::StoreError& e) {
     out.http_status = 503;
+    out.error = e.what();
+    return out;
+  } catch (const std::invalid_argument& e) {  // a shard plan the core refuses (more than 10^7 shards)
+    out.http_status = 400;
     out.error = e.what();
     return out;
   }
@@ -911,8 +944,7 @@ bool EvalService::refeed_stored_shard(Open& o, int shard, const std::string& sou
       return false;
     }
   }
-  Aggregator scratch(id, o.suite.metrics, o.shards, o.suite.judge ? &*o.suite.judge : nullptr);
-  AcceptOutcome v = scratch.accept(r);
+  AcceptOutcome v = o.agg.check(r);
   if (v.outcome != Acceptance::kAccepted) {
     *why = v.reason;
     return false;
@@ -968,6 +1000,17 @@ void EvalService::resume() {
     }
     auto view = store_->evals->evaluation(id);
     std::vector<Shard> shards = plan_shards(id, *suite.dataset.items, suite.partition_size, suite.dataset.first_item);
+    if (view && view->shards.size() < shards.size()) {
+      // Stopped between writing the evaluation and its shards: plan the missing ones (rows there are kept).
+      std::vector<store::ShardRecord> rows;
+      for (size_t i = 0; i < shards.size(); ++i) {
+        rows.push_back(store::ShardRecord{id, static_cast<int32_t>(i), std::to_string(i), shards[i].items.begin,
+                                          shards[i].items.end, "QUEUED", 0, "",
+                                          shard_cache_key(inputs, shards[i].items), std::nullopt});
+      }
+      store_->evals->add_shards(rows);
+      view = store_->evals->evaluation(id);
+    }
     if (!view || view->shards.size() != shards.size()) {
       fail("its stored shards no longer match the suite's shard plan");
       continue;
@@ -1013,8 +1056,6 @@ void EvalService::resume() {
       o->written[i] = row.status == "RUNNING" ? ShardState::kRunning : ShardState::kQueued;
       if (row.status == "FAILED") o->written[i] = ShardState::kFailed;
     }
-    // A stored-done shard that is not marked done cannot be written again (the store keeps one result):
-    // it is served by its stored rows, so mark it done.
     scheduler_.submit(std::move(spec), now());
     note(id, "resumed after a restart: " + std::to_string(done) + " shards done before it, " + std::to_string(again) +
                  " queued again (attempt numbers continue)");

@@ -143,7 +143,9 @@ class EvalService {
   void send(const std::string& identity, const std::string& payload);
   void tick();
   void dispatch();
-  void sync(Open& o);
+  // Writes the shard states the scheduler changed (all shards, one, or none), then the evaluation's status.
+  static constexpr int kAllShards = -1, kStatusOnly = -2;
+  void sync(Open& o, int shard = kAllShards);
   void sync_all();
   void finish(Open& o);
   void poll_checkpoints();

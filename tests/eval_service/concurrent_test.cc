@@ -43,27 +43,34 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
   REQUIRE_MESSAGE(svc.start(&error), error);
   svc.register_checkpoint({checkpoint_record("ck-a", 'a'), "toy-mlp:v0"});
 
-  std::atomic<bool> replay_done{false};
-  int written = 0, while_replaying = 0;
-  std::string failure;
+  std::atomic<bool> replay_started{false}, replay_done{false};
+  std::atomic<int> written{0};
+  int while_replaying = 0;
+  std::string failure;  // read after the join
+  std::atomic<bool> gave_up{false};
   std::thread evals([&] {
     TestWorker w(svc.endpoint(), "w1");
     w.hello();
-    for (int n = 1; n <= 200 && (!replay_done || n <= 3); ++n) {
+    for (int n = 1; n <= 400 && !replay_done; ++n) {
       auto out = svc.submit({"toy-mlp:v" + std::to_string(n), "ck-a", "toy-v1", std::nullopt, std::nullopt});
       if (!out.error.empty()) {
         failure = out.error;
+        gave_up = true;
         return;
       }
       w.serve([&] { return status_of(url, out.evaluation_id) == "COMPLETED"; }, 20000);
       if (status_of(url, out.evaluation_id) != "COMPLETED") {
         failure = out.evaluation_id + " is " + status_of(url, out.evaluation_id);
+        gave_up = true;
         return;
       }
       ++written;
-      if (!replay_done) ++while_replaying;
+      if (replay_started && !replay_done) ++while_replaying;
     }
   });
+  // The replay starts once the service is evaluating, so that their writes interleave.
+  CHECK(wait_until([&] { return written > 0 || gave_up; }, 20000));
+  replay_started = true;
   int rc = replay("shared", db);
   replay_done = true;
   evals.join();
@@ -71,7 +78,7 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
   CHECK(rc == 0);
   CHECK(failure == "");
   CHECK(while_replaying > 0);
-  MESSAGE(written << " evaluations completed, " << while_replaying << " while the replay ran");
+  MESSAGE(written.load() << " evaluations completed, " << while_replaying << " while the replay ran");
   SqliteFile alone(dir + "/alone.db"), shared(db);
   for (const char* t : {"runs", "step_stats", "timeline", "alerts", "rank_windows", "incidents"}) {
     std::string sql = std::string("SELECT * FROM ") + t + " ORDER BY 1, 2";
@@ -84,8 +91,8 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
   CHECK(shared.rows(ck) == alone.rows(ck));
   CHECK(shared.count("step_stats") > 0);
   CHECK(shared.rows("SELECT count(*) FROM evaluation_runs WHERE status = 'COMPLETED' AND model_id = 'toy-mlp'") ==
-        std::to_string(written) + "\n");
+        std::to_string(written.load()) + "\n");
   CHECK(shared.rows("SELECT count(*) FROM evaluation_items e JOIN evaluation_runs r USING (evaluation_id) WHERE "
-                    "r.model_id = 'toy-mlp'") == std::to_string(written * 40) + "\n");
+                    "r.model_id = 'toy-mlp'") == std::to_string(written.load() * 40) + "\n");
   std::filesystem::remove_all(dir);
 }

@@ -35,8 +35,9 @@ struct Http {
     CHECK(res->get_header_value("Content-Type") == "application/json");
     return {res->status, parse(res->body)};
   }
-  std::pair<int, json::Value> post(const std::string& path, const std::string& body) {
-    auto res = client->Post(path.c_str(), body, "application/json");
+  std::pair<int, json::Value> post(const std::string& path, const std::string& body,
+                                   const char* type = "application/json") {
+    auto res = client->Post(path.c_str(), body, type);
     REQUIRE_MESSAGE(res, "no answer for " << path);
     return {res->status, parse(res->body)};
   }

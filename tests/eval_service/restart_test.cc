@@ -134,3 +134,68 @@ TEST_CASE("runlens serve: killed with -9 mid-evaluation and restarted, it loses 
   CHECK(serve.stop(SIGTERM) == 0);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("eval service: a worker process killed with -9 mid-shard: its shard is retried on another worker") {
+  std::string dir = temp_dir("kill-worker");
+  std::string data = dir + "/toy.jsonl";
+  SuiteSpec spec;
+  spec.dataset_path = data;
+  spec.sha256 = write_dataset(data, 10);
+  spec.items = 10;
+  std::filesystem::create_directories(dir + "/suites");
+  write_file(dir + "/suites/toy.yaml", suite_yaml(spec));
+  const std::string url = store::store_url_of_file(dir + "/runlens.db");
+  eval::service::ServiceOptions so;
+  so.store_url = url;
+  so.suite_paths = {dir + "/suites"};
+  so.endpoint = "tcp://127.0.0.1:0";
+  so.heartbeat_timeout_ms = 400;
+  eval::service::EvalService svc(so);
+  std::string error;
+  REQUIRE_MESSAGE(svc.start(&error), error);
+  svc.register_checkpoint({checkpoint_record("ck-a", 'a'), "toy-mlp:v1"});
+  auto o = svc.submit({"toy-mlp:v1", "ck-a", "toy-v1", std::nullopt, std::nullopt});
+  REQUIRE(o.status == "QUEUED");
+
+  // A worker in another process (Python, pyzmq): it takes the shard, says so, and heartbeats without answering.
+  const std::string script = dir + "/worker.py";
+  write_file(script,
+             "import json, sys, time, zmq\n"
+             "s = zmq.Context().socket(zmq.DEALER)\n"
+             "s.connect(sys.argv[1])\n"
+             "s.send(json.dumps({'type': 'hello', 'protocol': 1, 'worker': 'py1', 'workerVersion': 'py/1', "
+             "'memoryMib': 1024}).encode())\n"
+             "while True:\n"
+             "    if s.poll(50):\n"
+             "        m = json.loads(s.recv())\n"
+             "        if m['type'] == 'assign':\n"
+             "            print('assigned', m['shard'], m['attempt'], flush=True)\n"
+             "    s.send(json.dumps({'type': 'heartbeat', 'worker': 'py1'}).encode())\n");
+  const std::string out = dir + "/worker.out";
+  pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    FILE* f = std::fopen(out.c_str(), "w");
+    if (f) dup2(fileno(f), 1), dup2(fileno(f), 2);
+    execl("/usr/bin/python3", "python3", script.c_str(), svc.endpoint().c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  bool assigned = wait_for([&] { return read_file(out).find("assigned 0 1") != std::string::npos; }, 20);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  REQUIRE_MESSAGE(assigned, read_file(out));
+
+  TestWorker w(svc.endpoint(), "w2");
+  w.hello();
+  w.serve([&] { return status_of(url, o.evaluation_id) == "COMPLETED"; }, 10000);
+  REQUIRE(w.assigned.size() == 1);
+  CHECK(w.assigned[0].attempt == 2);
+  auto why = svc.why(o.evaluation_id);
+  REQUIRE(why);
+  std::string all;
+  for (const auto& l : *why) all += l + "\n";
+  CHECK(all.find("worker py1 missed heartbeats") != std::string::npos);
+  CHECK(all.find("lost shard 0 (attempt 1)") != std::string::npos);
+  svc.stop();
+  std::filesystem::remove_all(dir);
+}

@@ -595,6 +595,7 @@ TEST_CASE("eval service: stopped and started again on the same store, it resumes
   env.checkpoint("ck-a", 'a', "toy-mlp:v1");
   auto o = env.submit("toy-mlp:v1", "ck-a");
   std::vector<int> done;
+  std::optional<wire::Assign> held;
   {
     TestWorker w(env.svc->endpoint(), "w1");
     w.hello();
@@ -605,9 +606,9 @@ TEST_CASE("eval service: stopped and started again on the same store, it resumes
       REQUIRE(w.ack()->outcome == wire::AckOutcome::kAccepted);
       done.push_back(a->shard);
     }
-    auto running = w.assignment();  // held when the service stops
-    REQUIRE(running);
-    CHECK(running->attempt == 1);
+    held = w.assignment();  // running when the service stops
+    REQUIRE(held);
+    CHECK(held->attempt == 1);
   }
   env.svc.reset();
   CHECK(status_of(env.url, o.evaluation_id) == "RUNNING");
@@ -624,6 +625,14 @@ TEST_CASE("eval service: stopped and started again on the same store, it resumes
   }
   int max_attempt = std::max(w.assigned[0].attempt, w.assigned[1].attempt);
   CHECK(max_attempt == 2);  // the shard that was running had attempt 1 before the restart
+  // The attempt from before the restart, delivered late: a duplicate, applied once only.
+  TestWorker late(env.svc->endpoint(), "w1");
+  late.hello();
+  late.send(late.result(*held));
+  auto k = late.ack();
+  REQUIRE(k);
+  CHECK(k->outcome == wire::AckOutcome::kDuplicate);
+  CHECK(read_evaluation(env.url, o.evaluation_id)->shards[held->shard].result_attempt == 2);
   auto v = read_evaluation(env.url, o.evaluation_id);
   CHECK(metric(*v, "accuracy") == doctest::Approx(expected_accuracy(0, 40)));
   CHECK(env.why(o.evaluation_id).find("resumed after a restart: 2 shards done before it") != std::string::npos);
@@ -650,4 +659,54 @@ TEST_CASE("eval service: on restart an evaluation whose suite is gone or changed
   CHECK(env.svc->failure(a.evaluation_id) == "its suite toy-v1 is no longer loaded");
   CHECK(status_of(env.url, b.evaluation_id) == "FAILED");
   CHECK(env.svc->failure(b.evaluation_id).find("its suite toy-2 changed since it was submitted (cache key now ") == 0);
+}
+
+TEST_CASE("eval service: shards from workers of different versions: the evaluation lists each version") {
+  Env env("versions");
+  SuiteSpec s = env.spec();
+  s.items = 20;
+  env.add_suite(s);
+  env.start();
+  env.checkpoint("ck-a", 'a', "toy-mlp:v1");
+  TestWorker a(env.svc->endpoint(), "wa", {}, 1, "worker-py/1");
+  TestWorker b(env.svc->endpoint(), "wb", {}, 1, "worker-cc/2");
+  a.hello();
+  b.hello();
+  auto o = env.submit("toy-mlp:v1", "ck-a");
+  auto x = a.assignment();
+  auto y = b.assignment();
+  REQUIRE(x);
+  REQUIRE(y);
+  a.send(a.result(*x));
+  b.send(b.result(*y));
+  REQUIRE(a.ack());
+  REQUIRE(b.ack());
+  REQUIRE(wait_status(env.url, o.evaluation_id, "COMPLETED"));
+  auto v = read_evaluation(env.url, o.evaluation_id);
+  CHECK(v->run.worker_version == "worker-cc/2, worker-py/1");
+  CHECK(v->run.code_commit == "c0ffee");
+}
+
+TEST_CASE("eval service: a worker that disconnected without a bye is lost when an assignment cannot reach it") {
+  Env env("unreachable");
+  SuiteSpec s = env.spec();
+  s.items = 10;
+  env.add_suite(s);
+  env.start();
+  env.checkpoint("ck-a", 'a', "toy-mlp:v1");
+  {
+    TestWorker gone(env.svc->endpoint(), "a-gone");
+    gone.hello();
+  }  // its socket is closed: the service still counts it as alive until its heartbeats are missed
+  TestWorker live(env.svc->endpoint(), "b-live");
+  live.hello();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the disconnect reaches the ROUTER
+  auto o = env.submit("toy-mlp:v1", "ck-a");
+  live.serve([&] { return status_of(env.url, o.evaluation_id) == "COMPLETED"; });
+  REQUIRE(status_of(env.url, o.evaluation_id) == "COMPLETED");
+  REQUIRE(live.assigned.size() == 1);
+  CHECK(live.assigned[0].attempt == 2);
+  std::string why = env.why(o.evaluation_id);
+  CHECK(why.find("shard 0 of " + o.evaluation_id + " went to worker a-gone") != std::string::npos);
+  CHECK(why.find("worker a-gone left: the assignment could not be sent to it: Host unreachable") != std::string::npos);
 }
