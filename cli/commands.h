@@ -33,6 +33,7 @@ Command add_serve(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_record(CLI::App& app);
 Command add_tail(CLI::App& app);
+Command add_eval(CLI::App& app);  // the `runlens eval` group (cli/eval.h)
 
 // SIGINT/SIGTERM end live commands: install_signal_handlers() sets the flag
 // that stop_requested() reads (and ignores SIGPIPE).

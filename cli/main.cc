@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   const cli::Command commands[] = {
       cli::add_replay(app),    cli::add_run(app),     cli::add_validate(app), cli::add_graph(app),
       cli::add_operators(app), cli::add_convert(app), cli::add_synth(app),    cli::add_serve(app),
-      cli::add_report(app),    cli::add_record(app),  cli::add_tail(app),
+      cli::add_report(app),    cli::add_record(app),  cli::add_tail(app),     cli::add_eval(app),
   };
   try {
     app.parse(argc, argv);

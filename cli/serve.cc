@@ -1,13 +1,18 @@
-// runlens serve: the query API (docs/api.md) over a store until Ctrl-C.
+// runlens serve: the query API (docs/api.md) over a store and the evaluation
+// service (docs/evaluation-service.md) on the same port, until Ctrl-C.
 #include "server/serve.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/store_option.h"
+#include "eval/service/http.h"
+#include "eval/service/service.h"
 #include "store/store.h"
 
 namespace runlens::cli {
@@ -17,7 +22,14 @@ namespace {
 struct ServeFlags {
   StoreFlags store;
   api::ServeOptions options;
+  std::vector<std::string> suites;
+  std::string workers = "tcp://127.0.0.1:5571";
+  int64_t heartbeat_timeout_ms = 10000;
 };
+
+#ifndef RUNLENS_DEFAULT_SUITES
+#define RUNLENS_DEFAULT_SUITES ""
+#endif
 
 int serve(ServeFlags& f) {
   api::ServeOptions& o = f.options;
@@ -40,16 +52,38 @@ int serve(ServeFlags& f) {
     std::fprintf(stderr, "runlens serve: %s\n", e.what());
     return kExitFailure;
   }
-  api::ApiServer server(o);
+  eval::service::ServiceOptions so;
+  so.store_url = o.store_url;
+  so.suite_paths = f.suites;
+  if (so.suite_paths.empty()) {
+    std::error_code ec;
+    if (std::string d = RUNLENS_DEFAULT_SUITES; !d.empty() && std::filesystem::is_directory(d, ec))
+      so.suite_paths.push_back(d);
+  }
+  so.endpoint = f.workers;
+  so.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
+  so.heartbeat_ms = std::max<int64_t>(10, std::min<int64_t>(1000, f.heartbeat_timeout_ms / 5));
+  eval::service::EvalService service(so);
   std::string error;
+  if (!service.start(&error)) {
+    std::fprintf(stderr, "runlens serve: %s\n", error.c_str());
+    return kExitUsage;
+  }
+  for (const auto& p : service.suite_problems()) std::fprintf(stderr, "runlens serve: suite skipped: %s\n", p.c_str());
+  for (const auto& n : service.resume_notes()) std::fprintf(stderr, "runlens serve: restart: %s\n", n.c_str());
+  api::ApiServer server(o);
+  eval::service::add_routes(server, service);
   if (!server.start(&error)) {
     std::fprintf(stderr, "runlens serve: %s\n", error.c_str());
     return kExitUsage;
   }
+  std::fprintf(stderr, "evaluation workers connect to %s (%zu suites)\n", service.endpoint().c_str(),
+               service.suites().size());
   std::fprintf(stderr, "serving %s on http://%s:%d/v1/ until Ctrl-C\n", o.store_url.c_str(), o.host.c_str(),
                server.port());
   while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   server.stop();
+  service.stop();
   return kExitOk;
 }
 
@@ -63,6 +97,16 @@ Command add_serve(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
   sub->add_option("--host", f->options.host, "Address to bind")->capture_default_str();
+  sub->add_option("--suites", f->suites,
+                  "Evaluation suites: a directory of *.yaml or a suite file (repeatable; default: the source tree's "
+                  "configs/eval)");
+  sub->add_option("--workers", f->workers,
+                  "ZeroMQ endpoint evaluation workers connect to (tcp://127.0.0.1:0: any port)")
+      ->capture_default_str();
+  sub->add_option("--heartbeat-timeout", f->heartbeat_timeout_ms,
+                  "Milliseconds without a heartbeat after which a worker is lost and its shards retried")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{50}, int64_t{3600000}));
   return {sub, [f] { return serve(*f); }};
 }
 

@@ -95,10 +95,34 @@ Aggregator::Aggregator(Aggregator&&) noexcept = default;
 Aggregator& Aggregator::operator=(Aggregator&&) noexcept = default;
 
 AcceptOutcome Aggregator::accept(const ShardResult& r) {
+  std::vector<Accum> local;
+  AcceptOutcome o = validate(r, &local);
+  if (o.outcome == Acceptance::kRejected) {
+    counters_.rejected++;
+    return o;
+  }
+  if (o.outcome == Acceptance::kDuplicate) {
+    counters_.duplicates++;
+    return o;
+  }
+  for (size_t m = 0; m < metrics_.size(); ++m) acc_[m].merge(local[m]);
+  accepted_attempt_[r.partition] = r.attempt;
+  counters_.accepted++;
+  counters_.items += shards_[r.partition].items.size();
+  return o;
+}
+
+AcceptOutcome Aggregator::check(const ShardResult& r, std::vector<MetricResult>* shard_metrics) const {
+  std::vector<Accum> local;
+  AcceptOutcome o = validate(r, &local);
+  if (o.outcome == Acceptance::kAccepted && shard_metrics) *shard_metrics = metrics_of(local);
+  return o;
+}
+
+AcceptOutcome Aggregator::validate(const ShardResult& r, std::vector<Accum>* local_out) const {
   const std::string head = "result for shard " + std::to_string(r.partition) + " of " + r.evaluation_id + " (attempt " +
                            std::to_string(r.attempt) + " from " + r.worker + ")";
   auto reject = [&](const std::string& why) {
-    counters_.rejected++;
     return AcceptOutcome{Acceptance::kRejected, head + " rejected: " + why};
   };
   if (r.evaluation_id != evaluation_id_) return reject("it belongs to another evaluation than " + evaluation_id_);
@@ -106,7 +130,6 @@ AcceptOutcome Aggregator::accept(const ShardResult& r) {
     return reject("the evaluation has shards 0 to " + std::to_string(shards_.size() - 1));
   if (r.attempt < 1) return reject("attempts are numbered from 1");
   if (int prior = accepted_attempt_[r.partition]; prior != 0) {
-    counters_.duplicates++;
     return AcceptOutcome{Acceptance::kDuplicate, head + " ignored: the shard was accepted from attempt " +
                                                      std::to_string(prior) +
                                                      (prior == r.attempt ? " (a repeat)" : " (a late duplicate)")};
@@ -128,7 +151,8 @@ AcceptOutcome Aggregator::accept(const ShardResult& r) {
   }
   // Every id is in range and none repeats, and there are range.size() of them: each item exactly once.
 
-  std::vector<Accum> local(metrics_.size());
+  std::vector<Accum>& local = *local_out;
+  local.assign(metrics_.size(), Accum{});
   for (size_t m = 0; m < metrics_.size(); ++m) {
     const MetricSpec& spec = metrics_[m];
     Accum& a = local[m];
@@ -199,10 +223,6 @@ AcceptOutcome Aggregator::accept(const ShardResult& r) {
       }
     }
   }
-  for (size_t m = 0; m < metrics_.size(); ++m) acc_[m].merge(local[m]);
-  accepted_attempt_[r.partition] = r.attempt;
-  counters_.accepted++;
-  counters_.items += range.size();
   return AcceptOutcome{Acceptance::kAccepted, {}};
 }
 
@@ -222,11 +242,13 @@ std::vector<int> Aggregator::missing_shards() const {
   return out;
 }
 
-std::vector<MetricResult> Aggregator::metrics() const {
+std::vector<MetricResult> Aggregator::metrics() const { return metrics_of(acc_); }
+
+std::vector<MetricResult> Aggregator::metrics_of(const std::vector<Accum>& acc) const {
   std::vector<MetricResult> out;
   for (size_t m = 0; m < metrics_.size(); ++m) {
     const MetricSpec& spec = metrics_[m];
-    const Accum& a = acc_[m];
+    const Accum& a = acc[m];
     auto arg = [&](const char* name) -> std::string {
       for (const auto& [k, v] : spec.args) {
         if (k == name) return v;

@@ -73,6 +73,11 @@ class Aggregator {
 
   int stride() const { return stride_; }  // statistics per item, over all metrics
   AcceptOutcome accept(const ShardResult& r);
+  // What accept() would answer, changing nothing; when the result is valid,
+  // `shard_metrics` (if given) gets the metrics of this shard's items alone.
+  // The service checks a result this way before it writes it, and accepts it
+  // once written.
+  AcceptOutcome check(const ShardResult& r, std::vector<MetricResult>* shard_metrics = nullptr) const;
 
   bool complete() const;
   bool shard_accepted(int partition) const;
@@ -82,6 +87,8 @@ class Aggregator {
 
  private:
   struct Accum;
+  AcceptOutcome validate(const ShardResult& r, std::vector<Accum>* local) const;
+  std::vector<MetricResult> metrics_of(const std::vector<Accum>& acc) const;
   std::string evaluation_id_;
   std::vector<MetricSpec> metrics_;
   std::vector<Shard> shards_;

@@ -1,9 +1,5 @@
 #include "eval/registry.h"
 
-#include <cmath>
-
-#include "formats/sha256.h"
-
 namespace runlens::eval {
 
 namespace {
@@ -71,54 +67,5 @@ std::string_view eval_status_name(EvalStatus s) {
 }
 
 bool is_terminal(EvalStatus s) { return s != EvalStatus::kQueued && s != EvalStatus::kRunning; }
-
-std::vector<std::string> missing_provenance(const EvaluationRun& r) {
-  std::vector<std::string> missing;
-  auto need = [&](const std::string& v, const char* field) {
-    if (v.empty()) missing.emplace_back(field);
-  };
-  auto need_hash = [&](const std::string& v, const char* field) {
-    if (!sha256::is_hex_digest(v)) missing.emplace_back(field);
-  };
-  need(r.evaluation_id, "evaluation_id");
-  need(r.model_id, "model_id");
-  need(r.model_version, "model_version");
-  need(r.checkpoint_id, "checkpoint_id");
-  need_hash(r.checkpoint_hash, "checkpoint_hash");
-  need(r.dataset_id, "dataset_id");
-  need(r.dataset_version, "dataset_version");
-  need_hash(r.dataset_hash, "dataset_hash");
-  need(r.benchmark, "benchmark");
-  need(r.benchmark_version, "benchmark_version");
-  need(r.prompt_template_version, "prompt_template_version");
-  need_hash(r.prompt_template_hash, "prompt_template_hash");
-  need(r.evaluator_version, "evaluator_version");
-  if (r.uses_judge) {
-    need(r.judge_model, "judge_model");
-    need(r.judge_model_version, "judge_model_version");
-    need(r.judge_prompt_version, "judge_prompt_version");
-    need_hash(r.judge_prompt_hash, "judge_prompt_hash");
-    need(r.rubric_version, "rubric_version");
-  }
-  if (!r.temperature || !std::isfinite(*r.temperature)) missing.emplace_back("temperature");
-  need(r.decoding_json, "decoding_json");
-  need(r.code_commit, "code_commit");
-  need(r.worker_version, "worker_version");
-  if (r.library_versions.empty()) missing.emplace_back("library_versions");
-  need_hash(r.cache_key, "cache_key");
-  if (r.status == EvalStatus::kCached) need(r.cached_from, "cached_from");
-  need(r.started_at, "started_at");
-  if (is_terminal(r.status)) need(r.completed_at, "completed_at");
-  return missing;
-}
-
-std::string check_writable(const EvaluationRun& run) {
-  std::vector<std::string> missing = missing_provenance(run);
-  if (missing.empty()) return {};
-  std::string s = "evaluation " + (run.evaluation_id.empty() ? std::string("(no id)") : run.evaluation_id) +
-                  " cannot be written without its provenance: missing ";
-  for (size_t i = 0; i < missing.size(); ++i) s += (i ? ", " : "") + missing[i];
-  return s;
-}
 
 }  // namespace runlens::eval

@@ -129,13 +129,8 @@ struct EvaluationRun {
   std::string completed_at;         // empty while not terminal
 };
 
-// The provenance fields `run` lacks (empty ones, hashes that are not 64 hex
-// digits), by field name, in declaration order. A result can be written only
-// when this is empty.
-std::vector<std::string> missing_provenance(const EvaluationRun& run);
-
-// "" when `run` may be written, else "evaluation e-17 cannot be written
-// without its provenance: missing checkpoint_hash, dataset_hash".
-std::string check_writable(const EvaluationRun& run);
+// The provenance rule (which fields a result cannot be written without) is
+// the store's, store::missing_provenance (store/store.h); the service maps an
+// EvaluationRun onto the store's row (eval/service/records.h) to check it.
 
 }  // namespace runlens::eval

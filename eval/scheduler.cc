@@ -49,6 +49,7 @@ EvaluationSpec make_evaluation_spec(const Suite& suite, const std::string& evalu
   e.requirements = suite.workers;
   e.checkpoint_id = checkpoint_id;
   e.max_attempts = suite.max_attempts;
+  e.evaluator = suite.evaluator_version;
   e.shards = plan_shards(evaluation_id, *suite.dataset.items, suite.partition_size, suite.dataset.first_item);
   return e;
 }
@@ -116,6 +117,10 @@ void Scheduler::submit(EvaluationSpec spec, int64_t now_ms) {
   if (spec.max_attempts < 1) throw std::invalid_argument("max_attempts must be at least 1");
   if (!spec.cached.empty() && spec.cached.size() != spec.shards.size())
     throw std::invalid_argument("evaluation " + spec.evaluation_id + ": one cached flag per shard is needed");
+  if (!spec.done.empty() && spec.done.size() != spec.shards.size())
+    throw std::invalid_argument("evaluation " + spec.evaluation_id + ": one done flag per shard is needed");
+  if (!spec.prior_attempts.empty() && spec.prior_attempts.size() != spec.shards.size())
+    throw std::invalid_argument("evaluation " + spec.evaluation_id + ": one prior attempt count per shard is needed");
   const int e = static_cast<int>(evals_.size());
   index_[spec.evaluation_id] = e;
   EvalEntry entry;
@@ -124,12 +129,20 @@ void Scheduler::submit(EvaluationSpec spec, int64_t now_ms) {
   entry.spec = std::move(spec);
   evals_.push_back(std::move(entry));
   EvalEntry& ev = evals_[e];
-  int cached = 0;
+  int cached = 0, resumed_done = 0, resumed = 0;
   for (size_t i = 0; i < ev.shards.size(); ++i) {
+    if (!ev.spec.prior_attempts.empty()) {
+      ev.shards[i].attempts = ev.shards[i].prior = std::max(0, ev.spec.prior_attempts[i]);
+      if (ev.shards[i].prior > 0) resumed++;
+    }
     if (!ev.spec.cached.empty() && ev.spec.cached[i]) {
       ev.shards[i].state = ShardState::kCached;
       ev.cached++;
       cached++;
+    } else if (!ev.spec.done.empty() && ev.spec.done[i]) {
+      ev.shards[i].state = ShardState::kDone;
+      ev.done++;
+      resumed_done++;
     } else {
       enqueue(e, static_cast<int>(i));
     }
@@ -140,7 +153,10 @@ void Scheduler::submit(EvaluationSpec spec, int64_t now_ms) {
   if (ev.spec.deadline_ms) text += " with deadline t=" + std::to_string(*ev.spec.deadline_ms) + "ms";
   text += ", needing a " + std::string(pool_name(ev.spec.requirements.pool)) + " worker with " +
           mib(ev.spec.requirements.memory_mib);
+  if (!ev.spec.evaluator.empty()) text += " running evaluator " + ev.spec.evaluator;
   if (cached) text += "; " + std::to_string(cached) + " shards served from the cache";
+  if (resumed_done) text += "; " + std::to_string(resumed_done) + " shards done before a restart";
+  if (resumed) text += "; " + std::to_string(resumed) + " shards had attempts before a restart (numbering continues)";
   log(e, now_ms, -1, text);
   update_status(e, now_ms);
 }
@@ -157,6 +173,9 @@ std::string Scheduler::rejection(const WorkerEntry& w, const EvalEntry& e) const
     return id + (r.pool == Pool::kGpu ? " lacks a GPU" : " is in the GPU pool (this is CPU work)");
   if (w.spec.memory_mib < r.memory_mib)
     return id + " has " + mib(w.spec.memory_mib) + " of the " + mib(r.memory_mib) + " needed";
+  if (!w.spec.evaluators.empty() && !e.spec.evaluator.empty() &&
+      std::find(w.spec.evaluators.begin(), w.spec.evaluators.end(), e.spec.evaluator) == w.spec.evaluators.end())
+    return id + " does not run evaluator " + e.spec.evaluator;
   if (w.reserved_for >= 0 && e.spec.priority != Priority::kP0)
     return id + " is reserved for P0 evaluation " + evals_[w.reserved_for].spec.evaluation_id;
   if (w.running >= w.spec.slots)
@@ -230,7 +249,10 @@ std::vector<Assignment> Scheduler::schedule(int64_t now_ms) {
         for (int w = 0; w < static_cast<int>(workers_.size()) && !reserved; ++w) {
           WorkerEntry& we = workers_[w];
           if (!we.alive || we.reserved_for >= 0 || we.spec.pool != ev.spec.requirements.pool ||
-              we.spec.memory_mib < ev.spec.requirements.memory_mib)
+              we.spec.memory_mib < ev.spec.requirements.memory_mib ||
+              (!we.spec.evaluators.empty() && !ev.spec.evaluator.empty() &&
+               std::find(we.spec.evaluators.begin(), we.spec.evaluators.end(), ev.spec.evaluator) ==
+                   we.spec.evaluators.end()))
             continue;
           std::string p3;
           for (const auto& [le, lp] : we.leases) {
@@ -381,7 +403,7 @@ Completion Scheduler::complete(const std::string& evaluation_id, int partition, 
 }
 
 void Scheduler::fail(const std::string& evaluation_id, int partition, int attempt, const std::string& worker,
-                     const std::string& reason, int64_t now_ms) {
+                     const std::string& reason, int64_t now_ms, bool retryable) {
   auto it = index_.find(evaluation_id);
   if (it == index_.end() || partition < 0 || partition >= static_cast<int>(evals_[it->second].shards.size())) return;
   const int e = it->second;
@@ -395,26 +417,27 @@ void Scheduler::fail(const std::string& evaluation_id, int partition, int attemp
   }
   requeue_or_fail(e, partition, now_ms,
                   "shard " + std::to_string(partition) + " attempt " + std::to_string(attempt) + " on " + worker +
-                      " failed: " + reason);
+                      " failed: " + reason + (retryable ? "" : " (not retryable)"),
+                  retryable);
 }
 
-void Scheduler::requeue_or_fail(int e, int partition, int64_t now_ms, const std::string& why) {
+void Scheduler::requeue_or_fail(int e, int partition, int64_t now_ms, const std::string& why, bool retry) {
   EvalEntry& ev = evals_[e];
   ShardEntry& sh = ev.shards[partition];
   release_lease(e, partition, now_ms);
-  if (sh.attempts < ev.spec.max_attempts) {
+  if (retry && sh.attempts - sh.prior < ev.spec.max_attempts) {
     enqueue(e, partition);
     counters_.retried++;
     log(e, now_ms, partition,
         why + "; retried elsewhere (attempt " + std::to_string(sh.attempts + 1) + " of " +
-            std::to_string(ev.spec.max_attempts) + " queued)");
+            std::to_string(ev.spec.max_attempts + sh.prior) + " queued)");
   } else {
     sh.state = ShardState::kFailed;
     ev.failed++;
     counters_.failed_shards++;
     log(e, now_ms, partition,
         why + "; shard " + std::to_string(partition) + " " + ev.spec.shards[partition].items.str() + " failed after " +
-            std::to_string(sh.attempts) + " of " + std::to_string(ev.spec.max_attempts) + " attempts");
+            std::to_string(sh.attempts) + " of " + std::to_string(ev.spec.max_attempts + sh.prior) + " attempts");
     if (ev.queued == 0) clear_reservations(e);
   }
   update_status(e, now_ms);

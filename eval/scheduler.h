@@ -54,6 +54,8 @@ struct WorkerSpec {
   Pool pool = Pool::kCpu;
   int64_t memory_mib = 0;
   int slots = 1;  // shards it runs at once
+  // The suite evaluators it runs (Suite::evaluator_version); empty = any.
+  std::vector<std::string> evaluators = {};
 };
 
 struct EvaluationSpec {
@@ -65,6 +67,15 @@ struct EvaluationSpec {
   int max_attempts = 3;
   std::vector<Shard> shards;
   std::vector<bool> cached;  // per shard: served from the cache, needs no worker; empty = none
+  // The suite's evaluator: only workers that list it (or list none) get its shards.
+  std::string evaluator;
+  // Resuming after a restart (per shard; empty = none): done before the
+  // restart, and attempts issued before it. A resumed shard's next attempt
+  // is numbered after those, so a late result of an attempt from before the
+  // restart is told apart and applied at most once; max_attempts counts the
+  // attempts issued since the restart (a restart is not the worker's fault).
+  std::vector<bool> done;
+  std::vector<int> prior_attempts;
 };
 
 // The scheduling part of a suite for one evaluation: its shard plan, priority,
@@ -133,9 +144,11 @@ class Scheduler {
   // A result was applied (or was a duplicate): frees the worker's slot.
   Completion complete(const std::string& evaluation_id, int partition, int attempt, const std::string& worker,
                       int64_t now_ms);
-  // The worker gave up on the shard or its result was rejected: retried while attempts remain.
+  // The worker gave up on the shard or its result was rejected: retried while
+  // attempts remain; not retryable (no other worker would do better, e.g. the
+  // dataset's hash differs): the shard fails at once.
   void fail(const std::string& evaluation_id, int partition, int attempt, const std::string& worker,
-            const std::string& reason, int64_t now_ms);
+            const std::string& reason, int64_t now_ms, bool retryable = true);
 
   // Declares lost every worker whose last heartbeat is older than the
   // timeout, retrying or failing its shards; returns their ids.
@@ -156,6 +169,7 @@ class Scheduler {
   struct ShardEntry {
     ShardState state = ShardState::kQueued;
     int attempts = 0;  // issued so far; the running lease is attempt `attempts`
+    int prior = 0;     // issued before a restart (not counted against max_attempts)
     int worker = -1;   // index of the worker holding the lease
     std::string last_worker;
   };
@@ -188,7 +202,7 @@ class Scheduler {
   std::string order_reason(int e) const;
   void release_lease(int e, int partition, int64_t now_ms);
   void lose_worker(int w, int64_t now_ms, const std::string& why);
-  void requeue_or_fail(int e, int partition, int64_t now_ms, const std::string& why);
+  void requeue_or_fail(int e, int partition, int64_t now_ms, const std::string& why, bool retry = true);
   void update_status(int e, int64_t now_ms);
   void clear_reservations(int e);
   const EvalEntry* find(const std::string& id) const;

@@ -1,5 +1,6 @@
 #include "eval/suite.h"
 
+#include <fnmatch.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -75,6 +76,13 @@ std::string MetricSpec::canonical_json() const {
   return s + "}";
 }
 
+bool Suite::triggered_by(const std::string& model_id) const {
+  for (const auto& p : on_checkpoint) {
+    if (fnmatch(p.c_str(), model_id.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
 const MetricSpec* Suite::find_metric(std::string_view name) const {
   for (const auto& m : metrics) {
     if (m.name == name) return &m;
@@ -107,7 +115,7 @@ class SuiteParser : runtime::YamlChecker {
     YAML::Node root = load_mapping(text, "'suite', 'benchmark', 'dataset', ...");
     check_keys(root,
                {"suite", "benchmark", "version", "evaluator", "dataset", "prompt", "metrics", "decoding",
-                "partition_size", "priority", "deadline", "max_attempts", "workers", "judge"},
+                "partition_size", "priority", "deadline", "max_attempts", "workers", "judge", "on_checkpoint"},
                "");
     s.name = required_name(root, "suite", "");
     s.benchmark = required_name(root, "benchmark", "");
@@ -144,6 +152,16 @@ class SuiteParser : runtime::YamlChecker {
     if (root["judge"]) {
       JudgeSpec j;
       if (parse_judge(root["judge"], &j)) s.judge = std::move(j);
+    }
+    if (YAML::Node oc = root["on_checkpoint"]) {
+      if (!oc.IsSequence()) {
+        error(oc.Mark(), "on_checkpoint", "expected a list of model id patterns, e.g. [digits-*]");
+      } else {
+        for (size_t i = 0; i < oc.size(); ++i) {
+          std::string p = name(oc[i], "on_checkpoint[" + std::to_string(i) + "]");
+          if (!p.empty()) s.on_checkpoint.push_back(p);
+        }
+      }
     }
     cross_checks(root, &s);
     if (!diags_.empty()) throw ConfigError(diags_);

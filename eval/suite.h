@@ -85,7 +85,12 @@ struct Suite {
   int max_attempts = 3;
   WorkerRequirements workers;
   std::optional<JudgeSpec> judge;
+  // MODEL-ID patterns (fnmatch: *, ?, [...]): registering a checkpoint of a
+  // model version whose model id matches one creates an evaluation of this suite.
+  std::vector<std::string> on_checkpoint;
 
+  // Whether a checkpoint of `model_id` triggers this suite (on_checkpoint).
+  bool triggered_by(const std::string& model_id) const;
   const MetricSpec* find_metric(std::string_view name) const;
   // dataset.path, a relative one resolved against the suite file's directory.
   std::string dataset_path() const;

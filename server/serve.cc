@@ -40,23 +40,25 @@ void error_envelope(const HttpRequest&, HttpResponse& res, const std::function<v
 }
 
 struct Route {
-  const char* method;
+  std::string method;
   std::regex pattern;
   Handler handler;
+  RouteHandler added = nullptr;  // a route from add_route()
 };
 
 // Every route, in the order they are matched (compare before {runId}).
 std::vector<Route> route_table() {
   return {
-      {"GET", std::regex("/v1/health"), get_health},
-      {"GET", std::regex("/v1/runs"), get_runs},
-      {"GET", std::regex("/v1/runs/compare"), get_compare},
-      {"GET", std::regex(R"(/v1/runs/([^/]+))"), get_run},
-      {"GET", std::regex(R"(/v1/runs/([^/]+)/ranks)"), get_ranks},
-      {"GET", std::regex(R"(/v1/runs/([^/]+)/timeline)"), get_timeline},
-      {"GET", std::regex(R"(/v1/runs/([^/]+)/steps)"), get_steps},
-      {"GET", std::regex("/v1/alerts"), get_alerts},
-      {"GET", std::regex(R"(/v1/lineage/(.+))"), get_lineage},  // ids may hold '/' (checkpoint ids do), sent as %2F
+      {"GET", std::regex("/v1/health"), get_health, nullptr},
+      {"GET", std::regex("/v1/runs"), get_runs, nullptr},
+      {"GET", std::regex("/v1/runs/compare"), get_compare, nullptr},
+      {"GET", std::regex(R"(/v1/runs/([^/]+))"), get_run, nullptr},
+      {"GET", std::regex(R"(/v1/runs/([^/]+)/ranks)"), get_ranks, nullptr},
+      {"GET", std::regex(R"(/v1/runs/([^/]+)/timeline)"), get_timeline, nullptr},
+      {"GET", std::regex(R"(/v1/runs/([^/]+)/steps)"), get_steps, nullptr},
+      {"GET", std::regex("/v1/alerts"), get_alerts, nullptr},
+      // ids may hold '/' (checkpoint ids do), sent as %2F
+      {"GET", std::regex(R"(/v1/lineage/(.+))"), get_lineage, nullptr},
   };
 }
 
@@ -81,10 +83,13 @@ struct ApiServer::Impl {
     std::smatch m;
     for (const auto& r : routes) {
       // HEAD is answered as GET (as cpp-httplib does).
-      if ((req.method == r.method || (req.method == "HEAD" && std::string(r.method) == "GET")) &&
+      if ((req.method == r.method || (req.method == "HEAD" && r.method == "GET")) &&
           std::regex_match(req.path, m, r.pattern)) {
         req.matches.assign(m.begin(), m.end());
-        res.body = r.handler(Call(req, options.store_url));
+        if (r.added)
+          r.added(req, res);
+        else
+          res.body = r.handler(Call(req, options.store_url));
         return;
       }
     }
@@ -104,6 +109,7 @@ struct ApiServer::Impl {
     req.path = in.path;
     req.params = in.params;
     req.headers.insert(in.headers.begin(), in.headers.end());
+    req.body = in.body;
     HttpResponse res;
     error_envelope(req, res, [&] { pass(0, req, res); });
     out.status = res.status;
@@ -143,6 +149,12 @@ ApiServer::~ApiServer() { stop(); }
 void ApiServer::use(Middleware middleware) {
   RUNLENS_CHECK(!impl_->thread.joinable(), "ApiServer::use after start: the chain is read by the server's threads");
   impl_->chain.push_back(std::move(middleware));
+}
+
+void ApiServer::add_route(const std::string& method, const std::string& pattern, RouteHandler handler) {
+  RUNLENS_CHECK(!impl_->thread.joinable(),
+                "ApiServer::add_route after start: the routes are read by the server's threads");
+  impl_->routes.push_back(Route{method, std::regex(pattern), nullptr, std::move(handler)});
 }
 
 bool ApiServer::start(std::string* error) {

@@ -36,6 +36,7 @@ struct HttpRequest {
   std::multimap<std::string, std::string> params;                   // the query, decoded
   std::multimap<std::string, std::string, HeaderNameLess> headers;  // as sent
   std::vector<std::string> matches;                                 // the route's captures, [0] the whole path
+  std::string body;                                                 // as sent (POST, PUT)
 };
 
 struct HttpResponse {
@@ -60,6 +61,10 @@ struct HttpError {
   std::string message;
 };
 
+// The handler of a route added with add_route(): it fills the response
+// (status 200 unless it says otherwise) or throws HttpError.
+using RouteHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+
 class ApiServer {
  public:
   explicit ApiServer(ServeOptions options);
@@ -70,6 +75,12 @@ class ApiServer {
   // Adds a middleware to the end of the chain (auth and tenants come here
   // later). Before start() only.
   void use(Middleware middleware);
+
+  // Adds a route (matched after the run-graph routes, in the order added):
+  // `method` and a regular expression the whole path must match, its
+  // captures in HttpRequest::matches. Before start() only. This is how
+  // other layers serve on the same port (eval/service/http.h).
+  void add_route(const std::string& method, const std::string& pattern, RouteHandler handler);
 
   // Binds and serves on a background thread; false (and `error`) when the
   // address cannot be bound.

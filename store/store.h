@@ -396,8 +396,21 @@ inline bool is_sha256_hex(const std::string& s) {
   return true;
 }
 
-// The provenance fields `r` lacks, by name, in declaration order: the rule of
-// eval::missing_provenance (eval/registry.cc), on the store's row.
+// Whether an evaluation with this status holds results (COMPLETED, PARTIAL,
+// CACHED): the rows that must say which worker code produced them.
+inline bool has_results_status(const std::string& s) { return s == "COMPLETED" || s == "PARTIAL" || s == "CACHED"; }
+
+// The provenance fields `r` lacks, by name, in declaration order. This is the
+// one provenance rule (the evaluation service maps its types onto this row,
+// eval/service/records.h, and the store enforces it on every write):
+//  - always: the ids, hashes (64 hex digits), versions, temperature, decoding
+//    configuration, cache key and started_at; the judge's fields when a
+//    metric uses the judge;
+//  - once the evaluation holds results (COMPLETED, PARTIAL, CACHED): the
+//    worker's code_commit, worker_version and library_versions. A QUEUED or
+//    RUNNING evaluation has no result yet, so no worker to name, and a FAILED
+//    one has none at all; their worker fields may be empty;
+//  - CACHED: cached_from; terminal: completed_at.
 inline std::vector<std::string> missing_provenance(const EvaluationRecord& r) {
   std::vector<std::string> m;
   auto need = [&](const std::string& v, const char* f) {
@@ -428,9 +441,11 @@ inline std::vector<std::string> missing_provenance(const EvaluationRecord& r) {
   }
   if (!r.temperature || !std::isfinite(*r.temperature)) m.emplace_back("temperature");
   need(r.decoding_json, "decoding_json");
-  need(r.code_commit, "code_commit");
-  need(r.worker_version, "worker_version");
-  if (r.library_versions.empty()) m.emplace_back("library_versions");
+  if (has_results_status(r.status)) {
+    need(r.code_commit, "code_commit");
+    need(r.worker_version, "worker_version");
+    if (r.library_versions.empty()) m.emplace_back("library_versions");
+  }
   hash(r.cache_key, "cache_key");
   if (r.status == "CACHED") need(r.cached_from, "cached_from");
   need(r.started_at, "started_at");
@@ -438,7 +453,7 @@ inline std::vector<std::string> missing_provenance(const EvaluationRecord& r) {
   return m;
 }
 
-// "" when `r` may be written, else the message of eval::check_writable:
+// "" when `r` may be written, else
 // "evaluation e-17 cannot be written without its provenance: missing checkpoint_hash, dataset_hash".
 inline std::string check_writable(const EvaluationRecord& r) {
   std::vector<std::string> missing = missing_provenance(r);
@@ -504,6 +519,15 @@ struct EvaluationFilter {
   std::string benchmark_version;        // empty = any
 };
 
+// A checkpoint a training run saved (the `checkpoints` table, written by the
+// timeline sink of `runlens run`/`replay`) that the evaluation service has
+// not registered yet: it has a content hash, did not fail, and its
+// registered_ns is unset.
+struct PendingCheckpoint {
+  CheckpointRecord checkpoint;
+  std::string model_id;  // the run's model_id; empty when the run has none
+};
+
 struct ModelVersionView {
   ModelVersionRecord version;
   std::vector<EvaluationRecord> evaluations;  // by evaluation_id
@@ -553,6 +577,10 @@ class EvalStore {
   virtual std::vector<EvaluationRecord> evaluations(const EvaluationFilter& filter) = 0;
   virtual std::optional<ModelVersionView> model_version(const std::string& model_id, const std::string& version) = 0;
   virtual std::optional<CheckpointRecord> checkpoint(const std::string& checkpoint_id) = 0;
+  // Checkpoints saved by training runs and not yet registered, oldest first
+  // (at most `limit`), and marking one registered (sets registered_ns).
+  virtual std::vector<PendingCheckpoint> unregistered_checkpoints(int64_t limit) = 0;
+  virtual void mark_checkpoint_registered(const std::string& run_id, const std::string& checkpoint_id) = 0;
   virtual std::optional<DatasetVersionRecord> dataset_version(const std::string& dataset_id,
                                                               const std::string& version) = 0;
 };

@@ -2086,6 +2086,32 @@ class SqliteEvalStore final : public EvalStore {
     return CheckpointRecord{q.text(0), q.text(1), q.opt_i64(2), q.text(3), q.text(4), q.text(5)};
   }
 
+  std::vector<PendingCheckpoint> unregistered_checkpoints(int64_t limit) override {
+    Query q(*db_,
+            "SELECT c.checkpoint_id, c.run_id, c.step, c.sha256, coalesce(c.parent_checkpoint_id, ''), "
+            "coalesce(c.uri, ''), coalesce(r.model_id, '') FROM checkpoints c LEFT JOIN runs r ON r.run_id = c.run_id "
+            "WHERE c.registered_ns IS NULL AND c.sha256 IS NOT NULL AND c.sha256 <> '' AND (c.ok IS NULL OR c.ok <> 0) "
+            "ORDER BY c.time_ns, c.run_id, c.checkpoint_id LIMIT ?");
+    q.arg(limit);
+    std::vector<PendingCheckpoint> out;
+    while (q.next()) {
+      out.push_back(PendingCheckpoint{
+          CheckpointRecord{q.text(0), q.text(1), q.opt_i64(2), q.text(3), q.text(4), q.text(5)}, q.text(6)});
+    }
+    return out;
+  }
+
+  void mark_checkpoint_registered(const std::string& run_id, const std::string& checkpoint_id) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    Query(db, "UPDATE checkpoints SET registered_ns = ? WHERE run_id = ? AND checkpoint_id = ?")
+        .arg(now_ns())
+        .arg(run_id)
+        .arg(checkpoint_id)
+        .run();
+    tx.commit();
+  }
+
   std::optional<DatasetVersionRecord> dataset_version(const std::string& dataset_id,
                                                       const std::string& version) override {
     Query q(*db_,

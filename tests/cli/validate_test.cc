@@ -110,3 +110,32 @@ TEST_CASE("graph labels each node with its component's describe() line, then its
   CHECK(s.output.find("label=\"telemetry\\n(zmq)\\nbind=tcp://127.0.0.1:7000 pull\\nbind=tcp://127.0.0.1:7000,") !=
         std::string::npos);
 }
+
+TEST_CASE("validate: evaluation suites (a top-level suite: key) are checked with file:line:col for each problem") {
+  auto ok = sh("validate " + kSrc + "/configs/eval/digits-heldout.yaml " + kSrc + "/configs/eval/code-pass-at-k.yaml");
+  CHECK_MESSAGE(ok.code == 0, ok.output);
+  CHECK(ok.output.find("digits-heldout.yaml: ok (suite digits-heldout-v1, 4 metrics)") != std::string::npos);
+  std::string dir = tmpdir("suite");
+  std::string bad = write(dir, "bad.yaml",
+                          "suite: s\n"
+                          "benchmark: b\n"
+                          "version: \"1\"\n"
+                          "evaluator: e\n"
+                          "dataset: {id: d, version: \"1\", sha256: abc, items: 10}\n"
+                          "prompt: {template: \"{x}\", version: p}\n"
+                          "metrics: [acuracy]\n"
+                          "partition_size: 0\n"
+                          "priority: P2\n"
+                          "workers: {pool: cpu, memory: 1GiB}\n"
+                          "on_checkpoint: digits\n");
+  auto r = sh("validate " + bad);
+  CHECK(r.code == 2);
+  CHECK(r.output.find(bad + ":5:") != std::string::npos);
+  CHECK(r.output.find("expected a SHA-256 content hash") != std::string::npos);
+  CHECK(r.output.find(bad + ":7:11: ") != std::string::npos);
+  CHECK(r.output.find("unknown metric 'acuracy' (did you mean 'accuracy'?)") != std::string::npos);
+  CHECK(r.output.find(bad + ":8:17: ") != std::string::npos);
+  CHECK(r.output.find(bad + ":11:16: ") != std::string::npos);
+  CHECK(r.output.find("expected a list of model id patterns") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}

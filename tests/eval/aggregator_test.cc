@@ -59,6 +59,29 @@ TEST_CASE("aggregator: accuracy, its n and standard error (lm-evaluation-harness
   CHECK(m[0].std_error == doctest::Approx(0.125));  // tests/test_metrics.py: seven 1s and a 0
 }
 
+TEST_CASE("aggregator: check() answers as accept() would, changes nothing, and gives the shard's own metrics") {
+  auto shards = plan_shards("e-1", 8, 4);
+  Aggregator agg("e-1", {metric("accuracy")}, shards);
+  REQUIRE(agg.accept(result(shards[0], {1, 1, 1, 1})).outcome == Acceptance::kAccepted);
+  std::vector<MetricResult> own;
+  AcceptOutcome c = agg.check(result(shards[1], {1, 0, 0, 0}), &own);
+  CHECK(c.outcome == Acceptance::kAccepted);
+  REQUIRE(own.size() == 1);
+  CHECK(own[0].value == doctest::Approx(0.25));
+  CHECK(own[0].n == 4);
+  CHECK_FALSE(agg.shard_accepted(1));
+  CHECK(agg.metrics()[0].n == 4);  // unchanged
+  CHECK(agg.counters().accepted == 1);
+  CHECK(agg.check(result(shards[0], {1, 1, 1, 1})).outcome == Acceptance::kDuplicate);
+  AcceptOutcome bad = agg.check(result(shards[1], {1, 0, 2, 0}));
+  CHECK(bad.outcome == Acceptance::kRejected);
+  CHECK(bad.reason ==
+        "result for shard 1 of e-1 (attempt 1 from w1) rejected: accuracy of item 6: score 2 is outside [0, 1]");
+  CHECK(agg.counters().rejected == 0);
+  CHECK(agg.accept(result(shards[1], {1, 0, 0, 0})).outcome == Acceptance::kAccepted);
+  CHECK(agg.metrics()[0].value == doctest::Approx(0.625));
+}
+
 TEST_CASE("aggregator: token-weighted metrics from summed log-likelihoods and counts") {
   // lm-evaluation-harness tests/test_bpb.py: [(-ln 2, 1), (-12 ln 2, 4)] -> 13/5 bits per byte.
   auto shards = plan_shards("e-2", 2, 1);

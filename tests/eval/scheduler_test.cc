@@ -461,5 +461,60 @@ TEST_CASE("scheduler: deterministic") {
   CHECK(first == run_scenario());
 }
 
+TEST_CASE("scheduler: a worker gets only shards of suites whose evaluator it runs") {
+  Scheduler s;
+  s.add_worker({"lm", Pool::kCpu, 8192, 1, {"lm-eval-v1"}}, 0);
+  s.add_worker({"any", Pool::kCpu, 8192, 1}, 0);
+  EvaluationSpec e = eval_spec("e-c", Priority::kP2, 3, Pool::kCpu);
+  e.evaluator = "classify-v1";
+  s.submit(e, 0);
+  auto as = s.schedule(1);
+  CHECK(placed(as) == std::vector<std::string>{"e-c/0@any"});
+  CHECK(log_has(s, "e-c", "running evaluator classify-v1"));
+  CHECK(log_has(s, "e-c", "lm does not run evaluator classify-v1"));
+  EvaluationSpec l = eval_spec("e-l", Priority::kP3, 1, Pool::kCpu);
+  l.evaluator = "lm-eval-v1";
+  s.submit(l, 2);
+  CHECK(placed(s.schedule(3)) == std::vector<std::string>{"e-l/0@lm"});
+}
+
+TEST_CASE("scheduler: resuming after a restart keeps done shards and numbers attempts past the stored ones") {
+  Scheduler s;
+  s.add_worker({"w1", Pool::kCpu, 8192, 1}, 0);
+  EvaluationSpec e = eval_spec("e-r", Priority::kP2, 3, Pool::kCpu);
+  e.max_attempts = 2;
+  e.done = {true, false, false};
+  e.prior_attempts = {1, 2, 0};
+  s.submit(e, 0);
+  CHECK(s.shard_state("e-r", 0) == ShardState::kDone);
+  CHECK(s.shards_done("e-r") == 1);
+  CHECK(log_has(s, "e-r", "1 shards done before a restart"));
+  auto as = s.schedule(1);
+  REQUIRE(as.size() == 1);
+  CHECK(as[0].partition == 1);
+  CHECK(as[0].attempt == 3);  // attempts 1 and 2 were issued before the restart
+  // A late result of attempt 2 (issued before the restart) is still the shard's first valid one.
+  CHECK(s.can_accept("e-r", 1, 2));
+  CHECK_FALSE(s.can_accept("e-r", 1, 4));
+  // max_attempts counts the attempts since the restart: one more retry is left.
+  s.fail("e-r", 1, 3, "w1", "model crashed", 2);
+  CHECK(s.shard_state("e-r", 1) == ShardState::kQueued);
+  CHECK(log_has(s, "e-r", "retried elsewhere (attempt 4 of 4 queued)"));
+  CHECK(s.complete("e-r", 0, 1, "w1", 3) == Completion::kDuplicate);
+}
+
+TEST_CASE("scheduler: a fail that is not retryable fails the shard at once") {
+  Scheduler s;
+  s.add_worker({"w1", Pool::kCpu, 8192, 1}, 0);
+  s.submit(eval_spec("e-n", Priority::kP2, 1, Pool::kCpu), 0);
+  auto as = s.schedule(1);
+  REQUIRE(as.size() == 1);
+  s.fail("e-n", 0, 1, "w1", "dataset hash differs", 2, /*retryable=*/false);
+  CHECK(s.shard_state("e-n", 0) == ShardState::kFailed);
+  CHECK(s.status("e-n") == EvalStatus::kFailed);
+  CHECK(s.missing_shards("e-n") == std::vector<int>{0});
+  CHECK(log_has(s, "e-n", "dataset hash differs (not retryable); shard 0 [0, 10) failed after 1 of 3 attempts"));
+}
+
 }  // namespace
 }  // namespace runlens::eval

@@ -225,6 +225,16 @@ TEST_CASE("eval store: an evaluation without provenance is refused with the eval
   done.status = "CACHED";
   CHECK(store::missing_provenance(done) == std::vector<std::string>{"cached_from", "completed_at"});
   CHECK(store::check_writable(store::EvaluationRecord{}).find("evaluation (no id) cannot be written") == 0);
+  // Worker provenance is needed once there are results, not before.
+  auto queued = full_evaluation("e-21");
+  queued.status = "QUEUED";
+  queued.code_commit = queued.worker_version = "";
+  queued.library_versions.clear();
+  CHECK(store::check_writable(queued) == "");
+  queued.status = "COMPLETED";
+  queued.completed_at = "2026-12-01T10:30:00Z";
+  CHECK(store::missing_provenance(queued) ==
+        std::vector<std::string>{"code_commit", "worker_version", "library_versions"});
   // Nothing was written; a status that needs what the row lacks is refused too.
   CHECK_FALSE(s.evals->evaluation("e-17"));
   s.evals->write_evaluation(full_evaluation("e-20"));

@@ -1,0 +1,187 @@
+// The evaluation service (docs/evaluation-service.md, docs/eval-protocol.md):
+// one thread owns the ZeroMQ ROUTER that workers connect to, the scheduler
+// (eval/scheduler.h, on the real clock), one aggregator per open evaluation
+// and the read-write store, the one writer of the evaluation tables.
+//
+// The HTTP routes (eval/service/http.h) call the public methods from the
+// server's threads: each takes the service's mutex, which the service thread
+// holds while it handles a batch of worker messages, so every method sees a
+// consistent state and the store is only ever written under it. The socket is
+// touched by the service thread alone (a submission marks the scheduler for a
+// pass, which the thread makes within one poll interval).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "eval/aggregator.h"
+#include "eval/registry.h"
+#include "eval/scheduler.h"
+#include "eval/suite.h"
+#include "eval/wire/wire.h"
+#include "store/store.h"
+
+namespace runlens::eval::service {
+
+struct ServiceOptions {
+  std::string store_url;                 // read-write: the service writes the evaluation tables
+  std::vector<std::string> suite_paths;  // directories of *.yaml, or suite files
+  std::string endpoint = "tcp://127.0.0.1:5571";
+  int64_t heartbeat_ms = 1000;  // what workers are told (welcome)
+  int64_t heartbeat_timeout_ms = 10000;
+  int64_t checkpoint_poll_ms = 500;  // the checkpoints table; 0 = never polled
+  int poll_ms = 10;                  // the service thread's longest wait for a message
+  std::function<int64_t()> clock;    // milliseconds; default: a steady clock
+};
+
+struct SubmitRequest {
+  std::string model_version;  // MODEL:VERSION
+  std::string checkpoint_id;
+  std::string suite;  // the suite's name (benchmarkSuite)
+  std::optional<Priority> priority;
+  std::optional<int64_t> deadline_s;
+};
+
+// What a submission (or a registration) made; error/http_status when refused.
+struct SubmitOutcome {
+  int http_status = 201;  // 400 (bad input), 404 (unknown suite or checkpoint), 409 (conflict)
+  std::string error;
+  std::string evaluation_id;
+  std::string status;  // QUEUED, CACHED, FAILED (a suite whose dataset is missing or changed), ...
+  std::string cached_from;
+  std::string suite;
+};
+
+struct CheckpointRequest {
+  store::CheckpointRecord checkpoint;
+  std::string model_version;  // MODEL:VERSION; registered with the checkpoint
+};
+
+struct CheckpointOutcome {
+  int http_status = 201;
+  std::string error;
+  bool registered = false;  // false: it was registered before (same content)
+  std::vector<SubmitOutcome> evaluations;
+};
+
+struct SuiteRow {
+  std::string name, file, benchmark, version, evaluator, dataset_id, dataset_version;
+  int64_t items = 0;  // 0: resolved when an evaluation is submitted
+  int64_t partition_size = 0;
+  std::string priority;
+  std::vector<std::string> on_checkpoint;
+};
+
+struct WorkerRow {
+  std::string id, pool, worker_version, code_commit;
+  int64_t memory_mib = 0;
+  int slots = 0;
+  int running = 0;  // leases held
+  bool alive = false;
+  int64_t last_heartbeat_ms_ago = 0;
+  std::vector<std::string> evaluators;
+  wire::Libraries libraries;
+};
+
+struct ServiceCounters {
+  int64_t messages = 0, bad_messages = 0, assigned = 0, accepted = 0, duplicates = 0, rejected = 0, failed = 0;
+  int64_t items = 0;  // items of accepted results
+  int64_t checkpoints_registered = 0;
+};
+
+class EvalService {
+ public:
+  explicit EvalService(ServiceOptions options);
+  ~EvalService();  // stops
+  EvalService(const EvalService&) = delete;
+  EvalService& operator=(const EvalService&) = delete;
+
+  // Loads the suites, opens the store, binds the socket, resumes what the
+  // store holds unfinished and starts the service thread; false (and
+  // `error`) when the store cannot be opened or the endpoint not bound.
+  // Suites that do not parse are skipped, each named in suite_problems().
+  bool start(std::string* error);
+  void stop();
+  const std::string& endpoint() const { return endpoint_; }  // as bound (the port when :0 was asked)
+  const std::string& store_url() const { return options_.store_url; }
+  std::vector<std::string> suite_problems() const { return suite_problems_; }
+  std::vector<std::string> resume_notes() const;  // what start() resumed or failed, one line each
+
+  SubmitOutcome submit(const SubmitRequest& request);
+  CheckpointOutcome register_checkpoint(const CheckpointRequest& request);
+  // The decision log of an evaluation, oldest first; nullopt when unknown.
+  std::optional<std::vector<std::string>> why(const std::string& evaluation_id);
+  // Why an evaluation failed before any shard ran (missing dataset, changed hash, suite gone); "" otherwise.
+  std::string failure(const std::string& evaluation_id);
+  std::vector<SuiteRow> suites();
+  std::vector<WorkerRow> workers();
+  ServiceCounters counters();
+  // Whether the evaluation is open (not terminal) in this process.
+  bool is_open(const std::string& evaluation_id);
+
+ private:
+  struct LoadedSuite;
+  struct Open;
+  struct WorkerInfo;
+
+  void load_suites();
+  void run();
+  void handle(const std::string& identity, std::string_view bytes);
+  void on_hello(const std::string& identity, const wire::Hello& m);
+  void on_heartbeat(const std::string& identity, const wire::Heartbeat& m);
+  void on_result(const std::string& identity, wire::Result& m);
+  void on_fail(const wire::Fail& m);
+  void on_bye(const wire::Bye& m);
+  void send(const std::string& identity, const std::string& payload);
+  void tick();
+  void dispatch();
+  // Writes the shard states the scheduler changed (all shards, one, or none), then the evaluation's status.
+  static constexpr int kAllShards = -1, kStatusOnly = -2;
+  void sync(Open& o, int shard = kAllShards);
+  void sync_all();
+  void finish(Open& o);
+  void poll_checkpoints();
+  SubmitOutcome submit_locked(const SubmitRequest& request, const store::CheckpointRecord& checkpoint);
+  CheckpointOutcome register_checkpoint_locked(const CheckpointRequest& request);
+  std::string check_dataset(LoadedSuite& s);  // "" or why evaluations of it fail at once
+  std::string new_evaluation_id(const std::string& cache_key);
+  void fail_at_once(EvaluationRun run, const std::string& run_id, const Suite& suite, const std::string& reason);
+  // Feeds the aggregator a shard's stored items (of this evaluation after a
+  // restart, or of the cache's source evaluation, copied into this one).
+  bool refeed_stored_shard(Open& o, int shard, const std::string& source_eval, int source_shard, bool copy,
+                           std::string* why);
+  void resume();
+  void note(const std::string& evaluation_id, const std::string& text);
+  int64_t now() const;
+
+  ServiceOptions options_;
+  std::string endpoint_;
+  std::vector<std::string> suite_problems_;
+  std::vector<std::unique_ptr<LoadedSuite>> suites_;
+  std::unique_ptr<store::Store> store_;
+  Scheduler scheduler_;
+  std::map<std::string, std::unique_ptr<Open>> open_;
+  std::map<std::string, std::vector<std::string>> notes_;  // decisions the scheduler did not make, per evaluation
+  std::map<std::string, std::string> failures_;
+  std::map<std::string, std::unique_ptr<WorkerInfo>> workers_;
+  std::vector<std::string> resume_notes_;
+  ServiceCounters counters_;
+  int64_t last_expire_ms_ = 0, last_poll_ms_ = 0;
+  bool need_dispatch_ = false;
+
+  void* zmq_ctx_ = nullptr;
+  void* router_ = nullptr;
+  mutable std::mutex mu_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace runlens::eval::service

@@ -1,0 +1,271 @@
+"""Python workers against a real `runlens serve`: a digits evaluation sharded
+across two worker processes; a worker killed with -9 mid-shard, whose shard
+is retried on the other; a worker stopped with SIGTERM mid-shard, whose `bye`
+hands its shard back at once. Every process is stopped by PID at the end."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import BUILD_DIR, REPO
+from eval_worker_support import WorkerProcess, train_digits_checkpoint
+
+from runlens.eval import code, datasets, evaluators as E, metrics, models
+
+RUNLENS = str(BUILD_DIR / "runlens")
+TERMINAL = ("COMPLETED", "FAILED", "PARTIAL", "CACHED")
+
+
+class Serve:
+    def __init__(self, tmp_path, heartbeat_timeout_ms):
+        db = tmp_path / "runlens.db"
+        db.touch()  # an empty SQLite file: the service creates its tables
+        self.log_path = tmp_path / "serve.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [RUNLENS, "serve", "--store", f"sqlite://{db}", "--port", "0", "--workers", "tcp://127.0.0.1:0",
+             "--suites", str(REPO / "configs/eval"), "--heartbeat-timeout", str(heartbeat_timeout_ms)],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = self.log_path.read_text()
+            m = re.search(r"evaluation workers connect to (tcp://127\.0\.0\.1:\d+).*\nserving .* on (http://127\.0\.0\.1:\d+)/v1/", text)
+            if m:
+                self.endpoint, self.url = m.group(1), m.group(2)
+                return
+            assert self.proc.poll() is None, text
+            time.sleep(0.05)
+        raise AssertionError("runlens serve did not start:\n" + self.log_path.read_text())
+
+    def call(self, method, path, body=None):
+        req = urllib.request.Request(
+            self.url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise AssertionError(f"{method} {path}: {e.code} {e.read().decode()}") from None
+
+    def register(self, ck_id, path, sha, model_version):
+        return self.call("POST", "/v1/checkpoints", {"checkpointId": ck_id, "sha256": sha, "uri": f"file://{path}",
+                                                      "modelVersion": model_version, "runId": "train-1", "step": 1})
+
+    def submit(self, model_version, ck_id, suite):
+        return self.call("POST", "/v1/evaluations", {"modelVersion": model_version, "checkpointId": ck_id, "benchmarkSuite": suite})
+
+    def wait(self, cond, timeout, what):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = cond()
+            if got:
+                return got
+            time.sleep(0.05)
+        raise AssertionError(f"{what} within {timeout} s; service log:\n{self.log_path.read_text()[-3000:]}")
+
+    def finished(self, ev_id, timeout=90):
+        return self.wait(lambda: (lambda e: e if e["status"] in TERMINAL else None)(self.call("GET", f"/v1/evaluations/{ev_id}")),
+                         timeout, f"evaluation {ev_id} did not end")
+
+    def worker(self, worker_id):
+        for w in self.call("GET", "/v1/workers")["workers"]:
+            if w["id"] == worker_id:
+                return w
+        return None
+
+    def stop(self):
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        self.log.close()
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in reversed(started):
+        p.stop()
+
+
+def test_digits_evaluation_sharded_across_two_python_workers(tmp_path, procs):
+    svc = Serve(tmp_path, 10000)
+    procs.append(svc)
+    ck = tmp_path / "digits.pt"
+    sha = train_digits_checkpoint(ck)
+    svc.register("ck-digits", ck, sha, "digits-mlp:v1")
+    for wid in ("w-a", "w-b"):
+        procs.append(WorkerProcess(svc.endpoint, wid, tmp_path))
+    svc.wait(lambda: all((svc.worker(w) or {}).get("alive") for w in ("w-a", "w-b")), 60, "workers did not register")
+
+    ev = svc.submit("digits-mlp:v1", "ck-digits", "digits-heldout-v1")
+    assert ev["status"] == "QUEUED"
+    done = svc.finished(ev["evaluationId"])
+    assert done["status"] == "COMPLETED", done
+    assert len(done["shards"]) == 6 and all(s["status"] == "COMPLETED" for s in done["shards"])
+    assert {s["worker"] for s in done["shards"]} == {"w-a", "w-b"}
+    assert done["checkpointHash"] == sha and done["workerVersion"] == "runlens-eval-worker-py/1"
+    assert "torch" in json.dumps(done["libraryVersions"])
+
+    items = svc.call("GET", f"/v1/evaluations/{ev['evaluationId']}/items?limit=1000")["items"]
+    assert sorted(i["item"] for i in items) == list(range(1437, 1797))
+    ds = datasets.load("digits")
+    assert {i["item"]: i["itemHash"] for i in items} == {k: ds.items[k].hash for k in range(1437, 1797)}
+
+    y_true = [ds.items[i].target for i in range(1437, 1797)]
+    y_pred = models.classify(models.load_checkpoint(ck), ds.items[1437:1797])
+    got = {m["name"]: m for m in done["metrics"]}
+    assert got["accuracy"]["value"] == pytest.approx(float(metrics.accuracy(y_true, y_pred)), abs=1e-12)
+    assert got["accuracy"]["n"] == 360
+    assert got["f1"]["value"] == pytest.approx(metrics.f1(y_true, y_pred, average="macro"), abs=1e-12)
+
+    # The command line against the same service: show, why, and a second submission served from the cache.
+    show = subprocess.run([RUNLENS, "eval", "show", ev["evaluationId"], "--server", svc.url], capture_output=True, text=True, timeout=30)
+    assert show.returncode == 0 and f"evaluation {ev['evaluationId']}: COMPLETED\n" in show.stdout
+    assert re.search(r"\n  accuracy +[0-9.]+ +360 ", show.stdout) and "checkpointHash" in show.stdout
+    why = subprocess.run([RUNLENS, "eval", "why", ev["evaluationId"], "--server", svc.url], capture_output=True, text=True, timeout=30)
+    assert why.returncode == 0 and "w-a" in why.stdout and "w-b" in why.stdout
+    again = subprocess.run(
+        [RUNLENS, "eval", "submit", "--server", svc.url, "--model-version", "digits-mlp:v1", "--checkpoint", "ck-digits",
+         "--suite", "digits-heldout-v1", "--wait", "--timeout", "30"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert again.returncode == 0, again.stderr
+    assert re.match(r"ev-\S+ CACHED\nevaluation ev-\S+: CACHED\n", again.stdout), again.stdout
+    assert re.search(r"\n  cachedFrom +" + re.escape(ev["evaluationId"]) + "\n", again.stdout), again.stdout
+
+
+def code_sampler(tmp_path):
+    path = tmp_path / "sampler.json"
+    return path, E.save_sampler_checkpoint(path, code.MutationSampler(seed=0))
+
+
+def start_code_evaluation(svc, tmp_path, procs, first):
+    path, sha = code_sampler(tmp_path)
+    svc.register("ck-sampler", path, sha, "code-sampler:v1")
+    a = WorkerProcess(svc.endpoint, first, tmp_path)
+    procs.append(a)
+    svc.wait(lambda: (svc.worker(first) or {}).get("alive"), 60, "the first worker did not register")
+    ev = svc.submit("code-sampler:v1", "ck-sampler", "code-pass-at-k-v1")["evaluationId"]
+    svc.wait(lambda: (svc.worker(first) or {}).get("running", 0) > 0 and "shard" in a.text(), 30, "no shard was assigned")
+    return ev, a
+
+
+def check_completed_once(svc, ev, survivor):
+    done = svc.finished(ev)
+    assert done["status"] == "COMPLETED", done
+    items = svc.call("GET", f"/v1/evaluations/{ev}/items?limit=100")["items"]
+    assert sorted(i["item"] for i in items) == list(range(12))  # every item exactly once
+    retried = [s for s in done["shards"] if s["attempt"] >= 2]
+    assert retried and all(s["worker"] == survivor for s in retried), done["shards"]
+    p1 = {m["name"]: m for m in done["metrics"]}["pass@1"]
+    assert 0 < p1["value"] < 1 and p1["n"] == 12
+    return done
+
+
+def test_a_worker_killed_mid_shard_has_its_shard_retried_on_another(tmp_path, procs):
+    svc = Serve(tmp_path, 1500)
+    procs.append(svc)
+    ev, a = start_code_evaluation(svc, tmp_path, procs, "w-doomed")
+    os.kill(a.pid, signal.SIGKILL)
+    assert a.wait(10) == -signal.SIGKILL
+    b = WorkerProcess(svc.endpoint, "w-survivor", tmp_path)
+    procs.append(b)
+    check_completed_once(svc, ev, "w-survivor")
+    assert (svc.worker("w-doomed") or {}).get("alive") is not True
+
+
+def test_sigterm_sends_bye_and_the_shard_is_handed_back_at_once(tmp_path, procs):
+    svc = Serve(tmp_path, 600000)  # no heartbeat timeout in this test's time: only the bye can free the lease
+    procs.append(svc)
+    ev, a = start_code_evaluation(svc, tmp_path, procs, "w-leaving")
+    a.signal(signal.SIGTERM)
+    assert a.wait(10) == 0
+    assert "bye" in a.text()
+    svc.wait(lambda: (svc.worker("w-leaving") or {"alive": False})["alive"] is False, 5, "the service did not see the bye")
+    b = WorkerProcess(svc.endpoint, "w-staying", tmp_path)
+    procs.append(b)
+    check_completed_once(svc, ev, "w-staying")
+
+
+def test_instant_workers_complete_an_evaluation_without_a_model(tmp_path, procs):
+    """`runlens eval worker --runner instant` (the benchmark's worker) against
+    the real service: valid statistics for every metric of the safety suite
+    (rates, the judge), every item once; SIGTERM -> bye, exit 0."""
+    svc = Serve(tmp_path, 10000)
+    procs.append(svc)
+    svc.register("ck-none", tmp_path / "absent.bin", "0" * 64, "instant-model:v1")
+    workers = []
+    for wid in ("i-1", "i-2"):
+        log = open(tmp_path / f"{wid}.log", "w")
+        p = subprocess.Popen([RUNLENS, "eval", "worker", "--runner", "instant", "--connect", svc.endpoint, "--id", wid],
+                             stdout=log, stderr=subprocess.STDOUT)
+        workers.append((p, log))
+
+    class Stop:
+        def stop(self):
+            for p, log in workers:
+                if p.poll() is None:
+                    os.kill(p.pid, signal.SIGKILL)
+                    p.wait(timeout=10)
+                log.close()
+
+    procs.append(Stop())
+    svc.wait(lambda: all((svc.worker(w) or {}).get("alive") for w in ("i-1", "i-2")), 30, "instant workers did not register")
+    ev = svc.submit("instant-model:v1", "ck-none", "safety-refusals-v1")["evaluationId"]
+    done = svc.finished(ev, timeout=30)
+    assert done["status"] == "COMPLETED", done
+    assert done["workerVersion"] == "runlens-eval-worker-instant/1"
+    got = {m["name"]: m for m in done["metrics"]}
+    assert set(got) == {"harmful_response_rate", "jailbreak_success_rate", "policy_violation_rate", "refusal_correctness", "judge"}
+    assert all(m["n"] == 24 for m in got.values())
+    assert got["harmful_response_rate"]["value"] == pytest.approx(0.5)  # item parity: 12 of items 0-23 are odd
+    assert 1 <= got["judge"]["value"] <= 5
+    items = svc.call("GET", f"/v1/evaluations/{ev}/items?limit=100")["items"]
+    assert sorted(i["item"] for i in items) == list(range(24))
+    for p, log in workers:
+        os.kill(p.pid, signal.SIGTERM)
+        assert p.wait(timeout=10) == 0
+    assert "bye after" in (tmp_path / "i-1.log").read_text()
+    svc.wait(lambda: not any((svc.worker(w) or {}).get("alive") for w in ("i-1", "i-2")), 5, "the service did not see the byes")
+
+
+def test_lm_perplexity_through_the_service_and_a_wrong_checkpoint_kind_fails_naming_why(tmp_path, procs):
+    from eval_worker_support import FORTUNES, train_lm_checkpoint
+
+    svc = Serve(tmp_path, 10000)
+    procs.append(svc)
+    ck = tmp_path / "lm.pt"
+    sha = train_lm_checkpoint(ck)
+    svc.register("ck-lm", ck, sha, "char-lm:v1")
+    for wid in ("w-1", "w-2"):
+        procs.append(WorkerProcess(svc.endpoint, wid, tmp_path))
+    ev = svc.submit("char-lm:v1", "ck-lm", "fortunes-perplexity-v1")["evaluationId"]
+    done = svc.finished(ev)
+    assert done["status"] == "COMPLETED" and len(done["shards"]) == 9
+    texts = [it.input for it in E.fortune_items(FORTUNES)]
+    ll = models.loglikelihood(models.load_checkpoint(ck), texts)
+    got = {m["name"]: m for m in done["metrics"]}
+    assert got["perplexity"]["n"] == 431
+    assert got["perplexity"]["value"] == pytest.approx(float(metrics.perplexity([(x.loglik, x.tokens) for x in ll])), rel=1e-9)
+    assert got["bits_per_byte"]["value"] == pytest.approx(float(metrics.bits_per_byte([(x.loglik, x.bytes) for x in ll])), rel=1e-9)
+
+    # A char LM's checkpoint given to the digits suite: every shard fails at once (no retry), the reason logged.
+    bad = svc.submit("char-lm:v1", "ck-lm", "digits-heldout-v1")["evaluationId"]
+    done = svc.finished(bad)
+    assert done["status"] == "FAILED" and done["missingShards"] == [0, 1, 2, 3, 4, 5]
+    assert all(s["attempt"] == 1 for s in done["shards"])
+    why = "\n".join(svc.call("GET", f"/v1/evaluations/{bad}/why")["decisions"])
+    assert "checkpoint ck-lm is a char_lm; runlens-eval-classify-v1 needs an mlp_classifier (not retryable)" in why
