@@ -33,6 +33,13 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
   spec.sha256 = write_dataset(data, 40);
   std::filesystem::create_directories(dir + "/suites");
   write_file(dir + "/suites/toy.yaml", suite_yaml(spec));
+  // Evaluations the replayed run's checkpoints create (the SDK path: checkpoint events -> the timeline sink's
+  // checkpoints table -> the service's poll).
+  SuiteSpec on_ckpt = spec;
+  on_ckpt.name = "toy-auto";
+  on_ckpt.items = 10;
+  on_ckpt.on_checkpoint = "[llama-*]";
+  write_file(dir + "/suites/toy-auto.yaml", suite_yaml(on_ckpt));
   eval::service::ServiceOptions so;
   so.store_url = url;
   so.suite_paths = {dir + "/suites"};
@@ -74,6 +81,15 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
   int rc = replay("shared", db);
   replay_done = true;
   evals.join();
+  auto auto_evaluations = [&] {
+    store::Store st = store::open_store(url, {store::OpenMode::kReadOnly});
+    store::EvaluationFilter f;
+    int n = 0;
+    for (const auto& e : st.evals->evaluations(f)) n += e.suite == "toy-auto" && e.run_id == "busy-run";
+    return n;
+  };
+  const int checkpoints = 600 / 50;
+  CHECK(wait_until([&] { return auto_evaluations() == checkpoints; }, 5000));
   svc.stop();
   CHECK(rc == 0);
   CHECK(failure == "");
@@ -89,6 +105,12 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
       "SELECT run_id, checkpoint_id, step, time_ns, uri, sha256 FROM checkpoints WHERE run_id = "
       "'busy-run' ORDER BY 1, 2";
   CHECK(shared.rows(ck) == alone.rows(ck));
+  CHECK(alone.count("checkpoints") == checkpoints);
+  CHECK(shared.rows("SELECT count(*) FROM checkpoints WHERE run_id = 'busy-run' AND registered_ns IS NOT NULL") ==
+        std::to_string(checkpoints) + "\n");
+  CHECK(shared.rows("SELECT model_version FROM evaluation_runs WHERE suite = 'toy-auto' AND model_version LIKE "
+                    "'busy-run-ckpt-50'") == "busy-run-ckpt-50\n");
+  CHECK(shared.rows("SELECT DISTINCT model_id FROM evaluation_runs WHERE suite = 'toy-auto'") == "llama-x-7b\n");
   CHECK(shared.count("step_stats") > 0);
   CHECK(shared.rows("SELECT count(*) FROM evaluation_runs WHERE status = 'COMPLETED' AND model_id = 'toy-mlp'") ==
         std::to_string(written.load()) + "\n");

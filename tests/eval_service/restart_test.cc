@@ -199,3 +199,23 @@ TEST_CASE("eval service: a worker process killed with -9 mid-shard: its shard is
   svc.stop();
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("runlens serve: a workers endpoint already in use is a clear error, exit 2") {
+  std::string dir = temp_dir("busy-endpoint");
+  const std::string url = store::store_url_of_file(dir + "/runlens.db");
+  { store::open_store(url); }
+  void* ctx = zmq_ctx_new();
+  void* taken = zmq_socket(ctx, ZMQ_ROUTER);
+  REQUIRE(zmq_bind(taken, "tcp://127.0.0.1:0") == 0);
+  char ep[256];
+  size_t len = sizeof ep;
+  REQUIRE(zmq_getsockopt(taken, ZMQ_LAST_ENDPOINT, ep, &len) == 0);
+  auto r = shell("timeout 20 " + std::string(RUNLENS_BINARY) + " serve --store " + url + " --port 0 --suites " + dir +
+                 " --workers " + ep);
+  CHECK(r.code == 2);
+  CHECK(r.output.find(std::string("runlens serve: cannot bind the workers endpoint ") + ep +
+                      ": Address already in use") != std::string::npos);
+  zmq_close(taken);
+  zmq_ctx_term(ctx);
+  std::filesystem::remove_all(dir);
+}

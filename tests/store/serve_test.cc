@@ -320,7 +320,7 @@ TEST_CASE("a port already in use is a clear error: ApiServer::start is false, ru
   CHECK(error.find("cannot listen on 127.0.0.1:" + std::to_string(taken.server.port())) != std::string::npos);
   // `timeout`: were the bind to succeed, serve would run until stopped.
   std::string cmd = "timeout 20 " + std::string(RUNLENS_BINARY) + " serve --store " + url_of(scenarios().db) +
-                    " --port " + std::to_string(taken.server.port()) + " > /dev/null 2>&1";
+                    " --port " + std::to_string(taken.server.port()) + " --workers tcp://127.0.0.1:0 > /dev/null 2>&1";
   int status = std::system(cmd.c_str());
   CHECK(WEXITSTATUS(status) == 2);
 }

@@ -49,7 +49,7 @@ TEST_CASE("store flags: replay --store sqlite:///ABSOLUTE/PATH.db, then serve --
   CHECK(runs_in(d + "/stores/all.db") == std::vector<std::string>{"golden-straggler"});
   CHECK_FALSE(std::filesystem::exists(d + "/out/runlens.db"));  // not the default store
 
-  pid_t serve = spawn({"serve", "--store", url, "--port", "0"}, d + "/serve.log");
+  pid_t serve = spawn({"serve", "--store", url, "--port", "0", "--workers", "tcp://127.0.0.1:0"}, d + "/serve.log");
   int port = 0;
   REQUIRE(wait_for([&] {
     std::smatch m;
