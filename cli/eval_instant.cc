@@ -72,6 +72,10 @@ std::string instant_stats(const wire::Assign& a, std::vector<double>* stats) {
           stats->push_back(static_cast<double>(item % 3));
           stats->push_back(static_cast<double>((item + (item & 1)) % 3));
           break;
+        case eval::Aggregation::kRate:  // every other item in scope, a third of those with the outcome
+          stats->push_back(static_cast<double>(item & 1));
+          stats->push_back(static_cast<double>((item & 1) && item % 3 == 1));
+          break;
       }
     }
   }

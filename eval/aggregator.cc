@@ -204,6 +204,12 @@ AcceptOutcome Aggregator::validate(const ShardResult& r, std::vector<Accum>* loc
             a.pass[k].add(pass_at_k(static_cast<int64_t>(x[0]), static_cast<int64_t>(x[1]), spec.k[k]));
           break;
         }
+        case Aggregation::kRate:
+          if (x[0] != 0 && x[0] != 1) return bad("in-scope flag " + num(x[0]) + " must be 0 or 1");
+          if (x[1] != 0 && x[1] != 1) return bad("outcome " + num(x[1]) + " must be 0 or 1");
+          if (x[1] > x[0]) return bad("an item out of scope (flag 0) cannot have the outcome 1");
+          if (x[0] == 1) a.mean.add(x[1]);
+          break;
         case Aggregation::kClassification: {
           for (int k = 0; k < 2; ++k) {
             if (!integral(x[k]) || x[k] < 0 || x[k] >= kMaxLabel)
@@ -279,6 +285,9 @@ std::vector<MetricResult> Aggregator::metrics_of(const std::vector<Accum>& acc) 
         out.push_back({spec.name, value, a.n, value_se});
         break;
       }
+      case Aggregation::kRate:  // over the items in scope only (jailbreak attempts)
+        out.push_back({spec.name, a.mean.n ? a.mean.mean : kNaN, a.mean.n, a.mean.stderr_of_mean()});
+        break;
       case Aggregation::kCorpusBleu:
         out.push_back({spec.name, a.n ? corpus_bleu(a.bleu) : kNaN, a.n, kNaN});
         break;

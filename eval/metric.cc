@@ -16,6 +16,8 @@ std::string_view aggregation_name(Aggregation a) {
       return "pass@k";
     case Aggregation::kClassification:
       return "classification";
+    case Aggregation::kRate:
+      return "rate";
   }
   return "?";
 }
@@ -100,12 +102,12 @@ const std::vector<MetricDef>& metric_defs() {
       {"judge", A::kMean, 0, 0, true, {}, "mean LLM-as-a-judge rubric score over criteria, on the judge's scale"},
       {"harmful_response_rate", A::kMean, 0, 1, false, {}, "share of responses labeled harmful (item: 0 or 1)", true},
       {"jailbreak_success_rate",
-       A::kMean,
+       A::kRate,
        0,
        1,
        false,
        {},
-       "share of jailbreak attempts answered harmfully (item: 0 or 1)",
+       "share of jailbreak attempts answered harmfully (item: attempt 0/1, succeeded 0/1; n = attempts)",
        true},
       {"policy_violation_rate",
        A::kMean,
@@ -147,6 +149,7 @@ int stats_per_item(Aggregation a) {
     case Aggregation::kTokenWeighted:
     case Aggregation::kPassAtK:
     case Aggregation::kClassification:
+    case Aggregation::kRate:
       return 2;
     case Aggregation::kCorpusBleu:
       return 10;

@@ -20,6 +20,7 @@ enum class Aggregation : uint8_t {
   kCorpusBleu,      // 10: matches[1..4], totals[1..4], hypothesis length, reference length
   kPassAtK,         // 2: (samples n, correct c) per problem; per k, mean over problems of the unbiased estimator
   kClassification,  // 2: (true label, predicted label), non-negative integers; macro or micro P/R/F1
+  kRate,            // 2: (in scope 0/1, outcome 0/1 <= in scope); mean outcome over the items in scope, n = their count
 };
 std::string_view aggregation_name(Aggregation a);
 

@@ -131,6 +131,10 @@ std::vector<std::string> stat_names(const Suite& suite) {
         out.push_back(n + ".label");
         out.push_back(n + ".pred");
         break;
+      case Aggregation::kRate:
+        out.push_back(n + ".in_scope");
+        out.push_back(n + ".outcome");
+        break;
     }
   }
   return out;

@@ -67,7 +67,7 @@ TEST_CASE("instant runner: every metric's statistics are accepted by the aggrega
   CHECK(agg.complete());
   for (const auto& m : agg.metrics()) {
     CAPTURE(m.name);
-    CHECK(m.n == 1000);
+    CHECK(m.n == (m.name == "jailbreak_success_rate" ? 500 : 1000));  // a rate over every other item (in scope)
     CHECK(std::isfinite(m.value));
   }
   // Deterministic: the same shard gives the same numbers.

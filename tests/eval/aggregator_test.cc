@@ -82,6 +82,33 @@ TEST_CASE("aggregator: check() answers as accept() would, changes nothing, and g
   CHECK(agg.metrics()[0].value == doctest::Approx(0.625));
 }
 
+TEST_CASE("aggregator: a rate over the items in scope only (jailbreak attempts), its n and standard error") {
+  // (attempt, succeeded) per item: attempts 0, 1, 3, 4 of which 0 and 3 succeeded; item 2 is no attempt.
+  auto shards = plan_shards("e-r", 5, 3);
+  Aggregator agg("e-r", {metric("jailbreak_success_rate")}, shards);
+  CHECK(agg.stride() == 2);
+  CHECK(agg.accept(result(shards[0], {1, 1, 1, 0, 0, 0})).outcome == Acceptance::kAccepted);
+  auto m = agg.metrics();
+  CHECK(m[0].value == doctest::Approx(0.5));
+  CHECK(m[0].n == 2);
+  CHECK(agg.accept(result(shards[1], {1, 1, 1, 0})).outcome == Acceptance::kAccepted);
+  m = agg.metrics();
+  CHECK(m[0].value == doctest::Approx(0.5));
+  CHECK(m[0].n == 4);                                                // attempts, not items
+  CHECK(m[0].std_error == doctest::Approx(std::sqrt(1.0 / 3) / 2));  // sample sd of 1,0,1,0 over sqrt(4)
+
+  Aggregator none("e-r", {metric("jailbreak_success_rate")}, shards);
+  CHECK(none.accept(result(shards[0], {0, 0, 0, 0, 0, 0})).outcome == Acceptance::kAccepted);
+  CHECK(std::isnan(none.metrics()[0].value));  // no attempt: no rate
+  CHECK(none.metrics()[0].n == 0);
+  auto reason = [&](std::vector<double> stats) { return none.accept(result(shards[1], std::move(stats))).reason; };
+  CHECK(reason({0, 1, 0, 0}) ==
+        "result for shard 1 of e-r (attempt 1 from w1) rejected: jailbreak_success_rate of "
+        "item 3: an item out of scope (flag 0) cannot have the outcome 1");
+  CHECK(reason({2, 0, 0, 0}).find("in-scope flag 2 must be 0 or 1") != std::string::npos);
+  CHECK(reason({1, 0.5, 0, 0}).find("outcome 0.5 must be 0 or 1") != std::string::npos);
+}
+
 TEST_CASE("aggregator: token-weighted metrics from summed log-likelihoods and counts") {
   // lm-evaluation-harness tests/test_bpb.py: [(-ln 2, 1), (-12 ln 2, 4)] -> 13/5 bits per byte.
   auto shards = plan_shards("e-2", 2, 1);

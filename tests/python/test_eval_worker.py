@@ -149,17 +149,21 @@ def test_the_reference_solutions_pass_their_tests():
 def test_safety_rates_and_judge_agree_with_the_library(ckpts):
     path, sha = ckpts["sampler"]  # any hashed file: the responses are in the dataset
     names = ["harmful_response_rate", "jailbreak_success_rate", "policy_violation_rate", "refusal_correctness", "judge"]
-    res = run(assignment(E.SAFETY, SAFETY, path, sha, (0, 24), [metric(n, 1) for n in names], judge=JUDGE))
+    widths = {"jailbreak_success_rate": 2}  # (attempt, succeeded): a rate over attempts only
+    res = run(assignment(E.SAFETY, SAFETY, path, sha, (0, 24), [metric(n, widths.get(n, 1)) for n in names], judge=JUDGE))
     rows = [json.loads(l) for l in open(SAFETY, encoding="utf-8")]
     labels = [r["labels"] for r in rows]
     assert agg_mean(column(res, 0, 1)) == pytest.approx(float(metrics.harmful_response_rate(labels)))
+    jb = column(res, 1, 2)
     attempts = sum(1 for l in labels if l.get("jailbreak", True))
-    assert agg_mean(column(res, 1, 1)) == pytest.approx(float(metrics.jailbreak_success_rate(labels)) * attempts / len(labels))
-    assert agg_mean(column(res, 2, 1)) == pytest.approx(float(metrics.policy_violation_rate(labels)))
-    assert agg_mean(column(res, 3, 1)) == pytest.approx(float(metrics.refusal_correctness(labels)))
+    assert sum(a for a, _ in jb) == attempts and 0 < attempts < len(labels)
+    assert all(s <= a for a, s in jb)
+    assert math.fsum(s for _, s in jb) / attempts == pytest.approx(float(metrics.jailbreak_success_rate(labels)), abs=1e-12)
+    assert agg_mean(column(res, 3, 1)) == pytest.approx(float(metrics.policy_violation_rate(labels)))
+    assert agg_mean(column(res, 4, 1)) == pytest.approx(float(metrics.refusal_correctness(labels)))
     judge = E.make_judge(JUDGE)
     expected = metrics.judge_scores([{"prompt": r["prompt"], "response": r["response"]} for r in rows], judge).mean()
-    assert agg_mean(column(res, 4, 1)) == pytest.approx(float(expected), abs=1e-12)
+    assert agg_mean(column(res, 5, 1)) == pytest.approx(float(expected), abs=1e-12)
     assert 1 < float(expected) < 5
     assert res[0].item_hash == datasets.item_hash(rows[0]["id"], {"prompt": rows[0]["prompt"], "response": rows[0]["response"]}, rows[0]["labels"])
 
