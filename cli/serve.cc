@@ -25,6 +25,7 @@ struct ServeFlags {
   std::vector<std::string> suites;
   std::string workers = "tcp://127.0.0.1:5571";
   int64_t heartbeat_timeout_ms = 10000;
+  bool create = false;
 };
 
 #ifndef RUNLENS_DEFAULT_SUITES
@@ -42,9 +43,14 @@ int serve(ServeFlags& f) {
   }
   try {
     if (!store::store_exists(o.store_url)) {
-      std::fprintf(stderr, "runlens serve: no store at %s (replay or run a pipeline with a timeline sink first)\n",
-                   o.store_url.c_str());
-      return kExitUsage;
+      if (!f.create) {
+        std::fprintf(stderr,
+                     "runlens serve: no store at %s (replay or run a pipeline with a timeline sink first, or pass "
+                     "--create to start an empty one)\n",
+                     o.store_url.c_str());
+        return kExitUsage;
+      }
+      std::fprintf(stderr, "runlens serve: created an empty store at %s\n", o.store_url.c_str());
     }
     // Migrates an older store (a read-write open) before serving it read-only.
     store::open_store(o.store_url);
@@ -103,6 +109,8 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--workers", f->workers,
                   "ZeroMQ endpoint evaluation workers connect to (tcp://127.0.0.1:0: any port)")
       ->capture_default_str();
+  sub->add_flag("--create", f->create,
+                "Create the store when there is none yet (an evaluation service starting on a fresh store)");
   sub->add_option("--heartbeat-timeout", f->heartbeat_timeout_ms,
                   "Milliseconds without a heartbeat after which a worker is lost and its shards retried")
       ->capture_default_str()

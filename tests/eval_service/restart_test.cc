@@ -219,3 +219,43 @@ TEST_CASE("runlens serve: a workers endpoint already in use is a clear error, ex
   zmq_ctx_term(ctx);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("runlens serve --create starts an evaluation service on a store that is not there yet") {
+  std::string dir = temp_dir("create");
+  std::string url = "sqlite://" + dir + "/new.db";
+  pid_t refused = spawn({"serve", "--store", url, "--port", "0", "--workers", "tcp://127.0.0.1:0"}, dir + "/no.log");
+  CHECK(wait_exit(refused, 20) == 2);
+  CHECK(read_file(dir + "/no.log") ==
+        "runlens serve: no store at " + url +
+            " (replay or run a pipeline with a timeline sink first, or pass --create to start an empty one)\n");
+  CHECK_FALSE(std::filesystem::exists(dir + "/new.db"));
+
+  pid_t pid =
+      spawn({"serve", "--store", url, "--create", "--port", "0", "--workers", "tcp://127.0.0.1:0", "--suites", dir},
+            dir + "/yes.log");
+  int port = 0;
+  REQUIRE_MESSAGE(wait_for(
+                      [&] {
+                        std::smatch m;
+                        std::string text = read_file(dir + "/yes.log");
+                        static const std::regex re(R"(serving .* on http://127\.0\.0\.1:(\d+)/v1/)");
+                        if (!std::regex_search(text, m, re)) return false;
+                        port = std::stoi(m[1]);
+                        return true;
+                      },
+                      20),
+                  read_file(dir + "/yes.log"));
+  CHECK(read_file(dir + "/yes.log").find("runlens serve: created an empty store at " + url + "\n") == 0);
+  httplib::Client client("127.0.0.1", port);
+  auto health = client.Get("/v1/health");
+  REQUIRE(health);
+  CHECK(health->status == 200);
+  auto evals = client.Get("/v1/evaluations");
+  REQUIRE(evals);
+  CHECK(evals->status == 200);
+  CHECK(evals->body.find("\"count\":0") != std::string::npos);
+  kill(pid, SIGTERM);
+  CHECK(wait_exit(pid, 20) == 0);
+  CHECK(std::filesystem::exists(dir + "/new.db"));
+  std::filesystem::remove_all(dir);
+}
