@@ -3,6 +3,7 @@ across two worker processes; a worker killed with -9 mid-shard, whose shard
 is retried on the other; a worker stopped with SIGTERM mid-shard, whose `bye`
 hands its shard back at once. Every process is stopped by PID at the end."""
 
+import hashlib
 import json
 import os
 import re
@@ -105,12 +106,12 @@ def test_digits_evaluation_sharded_across_two_python_workers(tmp_path, procs):
     procs.append(svc)
     ck = tmp_path / "digits.pt"
     sha = train_digits_checkpoint(ck)
-    svc.register("ck-digits", ck, sha, "digits-mlp:v1")
+    svc.register("ck-digits", ck, sha, "heldout-test-mlp:v1")
     for wid in ("w-a", "w-b"):
         procs.append(WorkerProcess(svc.endpoint, wid, tmp_path))
     svc.wait(lambda: all((svc.worker(w) or {}).get("alive") for w in ("w-a", "w-b")), 60, "workers did not register")
 
-    ev = svc.submit("digits-mlp:v1", "ck-digits", "digits-heldout-v1")
+    ev = svc.submit("heldout-test-mlp:v1", "ck-digits", "digits-heldout-v1")
     assert ev["status"] == "QUEUED"
     done = svc.finished(ev["evaluationId"])
     assert done["status"] == "COMPLETED", done
@@ -138,7 +139,7 @@ def test_digits_evaluation_sharded_across_two_python_workers(tmp_path, procs):
     why = subprocess.run([RUNLENS, "eval", "why", ev["evaluationId"], "--server", svc.url], capture_output=True, text=True, timeout=30)
     assert why.returncode == 0 and "w-a" in why.stdout and "w-b" in why.stdout
     again = subprocess.run(
-        [RUNLENS, "eval", "submit", "--server", svc.url, "--model-version", "digits-mlp:v1", "--checkpoint", "ck-digits",
+        [RUNLENS, "eval", "submit", "--server", svc.url, "--model-version", "heldout-test-mlp:v1", "--checkpoint", "ck-digits",
          "--suite", "digits-heldout-v1", "--wait", "--timeout", "30"],
         capture_output=True, text=True, timeout=60,
     )
@@ -154,11 +155,11 @@ def code_sampler(tmp_path):
 
 def start_code_evaluation(svc, tmp_path, procs, first):
     path, sha = code_sampler(tmp_path)
-    svc.register("ck-sampler", path, sha, "code-sampler:v1")
+    svc.register("ck-sampler", path, sha, "mutation-test-sampler:v1")
     a = WorkerProcess(svc.endpoint, first, tmp_path)
     procs.append(a)
     svc.wait(lambda: (svc.worker(first) or {}).get("alive"), 60, "the first worker did not register")
-    ev = svc.submit("code-sampler:v1", "ck-sampler", "code-pass-at-k-v1")["evaluationId"]
+    ev = svc.submit("mutation-test-sampler:v1", "ck-sampler", "code-pass-at-k-v1")["evaluationId"]
     svc.wait(lambda: (svc.worker(first) or {}).get("running", 0) > 0 and "shard" in a.text(), 30, "no shard was assigned")
     return ev, a
 
@@ -269,3 +270,25 @@ def test_lm_perplexity_through_the_service_and_a_wrong_checkpoint_kind_fails_nam
     assert all(s["attempt"] == 1 for s in done["shards"])
     why = "\n".join(svc.call("GET", f"/v1/evaluations/{bad}/why")["decisions"])
     assert "checkpoint ck-lm is a char_lm; runlens-eval-classify-v1 needs an mlp_classifier (not retryable)" in why
+
+
+def test_shipped_suites_evaluate_the_checkpoints_of_the_models_they_name(tmp_path, procs):
+    # configs/eval's on_checkpoint patterns: registering a checkpoint creates
+    # exactly the evaluations of the suites that name its model, and
+    # registering the same content again creates none (it lists them).
+    svc = Serve(tmp_path, 10000)
+    procs.append(svc)
+    ck = tmp_path / "any.bin"
+    ck.write_bytes(b"not loaded: no worker runs in this test")
+    sha = hashlib.sha256(ck.read_bytes()).hexdigest()
+    suites = lambda r: sorted(e["benchmarkSuite"] for e in r["evaluations"])  # noqa: E731
+    first = svc.register("ck-lm", ck, sha, "fortunes-charlm:v7")
+    assert suites(first) == ["fortunes-completion-v1", "fortunes-perplexity-v1"]
+    assert all(e["status"] == "QUEUED" for e in first["evaluations"]), first
+    assert suites(svc.register("ck-digits", ck, sha, "digits-mlp:v7")) == ["digits-heldout-v1"]
+    assert suites(svc.register("ck-code", ck, sha, "code-sampler:v7")) == ["code-pass-at-k-v1"]
+    assert suites(svc.register("ck-other", ck, sha, "llama-x:v142")) == []
+    again = svc.register("ck-lm", ck, sha, "fortunes-charlm:v7")  # nothing new: the evaluations it has
+    assert again["registered"] is False and first["registered"] is True
+    assert sorted(e["evaluationId"] for e in again["evaluations"]) == sorted(e["evaluationId"] for e in first["evaluations"])
+    assert len(svc.call("GET", "/v1/evaluations")["evaluations"]) == 4
