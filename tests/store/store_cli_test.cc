@@ -172,10 +172,11 @@ TEST_CASE("store flags: --db, RUNLENS_DB and the sink's db still work, each with
                            db + "\nTRAINING RUN golden-straggler") == 0);
   auto serve = sh("serve --db " + d + "/absent.db");
   CHECK(serve.code == 2);
-  CHECK(serve.output == "runlens serve: --db is deprecated and goes away in the next release; use --store sqlite://" +
-                            d + "/absent.db\nrunlens serve: no store at sqlite://" + d +
-                            "/absent.db (replay or run a pipeline with a timeline sink first, or pass --create to start "
-                            "an empty one)\n");
+  CHECK(serve.output ==
+        "runlens serve: --db is deprecated and goes away in the next release; use --store sqlite://" + d +
+            "/absent.db\nrunlens serve: no store at sqlite://" + d +
+            "/absent.db (replay or run a pipeline with a timeline sink first, or pass --create to start "
+            "an empty one)\n");
 
   // A pipeline of the previous release, with the sink's `db`.
   std::string text = read_file(std::string(RUNLENS_SOURCE_DIR) + "/pipelines/training-health.yaml");
