@@ -11,12 +11,29 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace runlens::testing {
+
+// A fresh, empty directory for one test: $TMPDIR/runlens-test-PID-NAME.
+inline std::string scratch_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("runlens-test-" + std::to_string(getpid()) + "-" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+// Writes `text` to DIR/NAME; returns the path.
+inline std::string write_text(const std::string& dir, const std::string& name, const std::string& text) {
+  std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
 
 // What a shell command printed (stdout and stderr together) and its exit code.
 struct ShellResult {

@@ -16,6 +16,9 @@
 
 namespace {
 
+using runlens::testing::scratch_dir;
+using runlens::testing::write_text;
+
 const std::string kBin = RUNLENS_BINARY;
 const std::string kSrc = RUNLENS_SOURCE_DIR;
 
@@ -27,19 +30,6 @@ std::string read(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
-}
-
-std::string tmpdir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("runlens-cli-" + std::to_string(getpid()) + "-" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
-
-std::string write(const std::string& dir, const std::string& name, const std::string& text) {
-  std::string path = dir + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
 }
 
 }  // namespace
@@ -96,15 +86,15 @@ TEST_CASE("validate accepts the shipped pipelines") {
 }
 
 TEST_CASE("validate reports each problem at file:line:col and exits 2") {
-  std::string dir = tmpdir("validate");
-  std::string path = write(dir, "bad.yaml",
-                           "sources:\n"
-                           "  telemetry: {type: zmq, bind: \"tcp://127.0.0.1:5555\"}\n"
-                           "operators:\n"
-                           "  stragglers:\n"
-                           "    type: straggler\n"
-                           "    inputs: [join]\n"
-                           "    ratio_treshold: 2\n");
+  std::string dir = scratch_dir("validate");
+  std::string path = write_text(dir, "bad.yaml",
+                                "sources:\n"
+                                "  telemetry: {type: zmq, bind: \"tcp://127.0.0.1:5555\"}\n"
+                                "operators:\n"
+                                "  stragglers:\n"
+                                "    type: straggler\n"
+                                "    inputs: [join]\n"
+                                "    ratio_treshold: 2\n");
   auto r = sh("validate " + path);
   CHECK(r.code == 2);
   CHECK(r.output.find(path + ":6:14: error: unknown input 'join'") != std::string::npos);
@@ -114,8 +104,8 @@ TEST_CASE("validate reports each problem at file:line:col and exits 2") {
 }
 
 TEST_CASE("an invalid pipeline runs nothing") {
-  std::string dir = tmpdir("invalid");
-  std::string path = write(dir, "bad.yaml", "sources: {s: {type: file, paths: [x]}}\nsinks: {a: {type: jsonl}}\n");
+  std::string dir = scratch_dir("invalid");
+  std::string path = write_text(dir, "bad.yaml", "sources: {s: {type: file, paths: [x]}}\nsinks: {a: {type: jsonl}}\n");
   auto r =
       sh("replay " + kSrc + "/tests/golden/nan_loss/input.jsonl --quiet --pipeline " + path + " --out " + dir + "/out");
   CHECK(r.code == 2);
@@ -125,7 +115,7 @@ TEST_CASE("an invalid pipeline runs nothing") {
 }
 
 TEST_CASE("replay writes alerts and exits 0; --strict exits 3 when input was dead-lettered") {
-  std::string dir = tmpdir("replay");
+  std::string dir = scratch_dir("replay");
   std::string pub = "--set RUNLENS_PUBLISH=ipc://" + dir + "/pub";
   auto r = sh("replay " + kSrc + "/tests/golden/straggler/input.jsonl --quiet --threads 2 " + pub + " --out " + dir);
   CHECK(r.code == 0);
@@ -147,7 +137,7 @@ TEST_CASE("usage errors exit 2") {
 }
 
 TEST_CASE("a missing input file is a clear error, not a crash") {
-  std::string dir = tmpdir("missing");
+  std::string dir = scratch_dir("missing");
   auto r = sh("replay /nonexistent/run.jsonl --quiet --set RUNLENS_PUBLISH=ipc://" + dir + "/pub --out " + dir);
   CHECK(r.code == 2);
   CHECK(r.output.find("cannot open /nonexistent/run.jsonl") != std::string::npos);
@@ -155,7 +145,7 @@ TEST_CASE("a missing input file is a clear error, not a crash") {
 }
 
 TEST_CASE("convert: JSONL -> recording -> JSONL is byte-identical") {
-  std::string dir = tmpdir("convert");
+  std::string dir = scratch_dir("convert");
   std::string in = kSrc + "/tests/golden/rank_missing/input.jsonl";
   REQUIRE(sh("convert " + in + " " + dir + "/run.rlrec").code == 0);
   REQUIRE(sh("convert " + dir + "/run.rlrec " + dir + "/back.jsonl").code == 0);
@@ -175,7 +165,7 @@ TEST_CASE("graph prints DOT with every edge of the default pipeline") {
 }
 
 TEST_CASE("synth writes what it says, with the injected straggler detectable") {
-  std::string dir = tmpdir("synth");
+  std::string dir = scratch_dir("synth");
   auto r = sh("synth --ranks 64 --steps 60 --fault straggler:rank=13,from=20 --out " + dir + "/s.rlrec");
   CHECK(r.code == 0);
   CHECK(r.output.find("64 ranks, 60 steps") != std::string::npos);

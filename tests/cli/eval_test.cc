@@ -24,22 +24,12 @@
 
 namespace {
 
+using runlens::testing::scratch_dir;
+using runlens::testing::write_text;
+
 const std::string kBin = RUNLENS_BINARY;
 
 runlens::testing::ShellResult sh(const std::string& args) { return runlens::testing::shell(kBin + " " + args); }
-
-std::string tmpdir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("runlens-eval-cli-" + std::to_string(getpid()) + "-" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
-
-std::string write(const std::string& dir, const std::string& name, const std::string& text) {
-  std::string path = dir + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
 
 // Four items in two shards of two; metrics of four aggregation kinds.
 const char* kSuite = R"(suite: tiny-v1
@@ -75,9 +65,9 @@ const char* kResults = R"({"item":10,"stats":[1,0,0,-2,2,2,1]}
 )";
 
 TEST_CASE("eval score: the service's aggregation, offline, against hand-computed numbers") {
-  std::string d = tmpdir("score");
-  std::string suite = write(d, "suite.yaml", kSuite);
-  auto r = sh("eval score --suite " + suite + " " + write(d, "r.jsonl", kResults));
+  std::string d = scratch_dir("score");
+  std::string suite = write_text(d, "suite.yaml", kSuite);
+  auto r = sh("eval score --suite " + suite + " " + write_text(d, "r.jsonl", kResults));
   CHECK(r.code == 0);
   // accuracy: mean 3/4, sd 0.5, stderr 0.5/2. f1 macro: label 0 2TP/(2TP+FP+FN) = 4/5, label 1 2/3, mean 0.733.
   // perplexity exp(10/8), stderr exp(10/8) sqrt(3.125 / 3 / 4) / 2 (residuals .5 -1.5 .25 .75). pass@1: per problem c/n
@@ -99,17 +89,17 @@ TEST_CASE("eval score: the service's aggregation, offline, against hand-computed
 }
 
 TEST_CASE("eval score: a shard with no items leaves the evaluation PARTIAL, naming the shard") {
-  std::string d = tmpdir("partial");
-  auto r =
-      sh("eval score --suite " + write(d, "suite.yaml", kSuite) + " " +
-         write(d, "r.jsonl", "{\"item\":10,\"stats\":[1,0,0,-2,2,2,1]}\n{\"item\":11,\"stats\":[0,1,0,-4,2,2,0]}\n"));
+  std::string d = scratch_dir("partial");
+  auto r = sh(
+      "eval score --suite " + write_text(d, "suite.yaml", kSuite) + " " +
+      write_text(d, "r.jsonl", "{\"item\":10,\"stats\":[1,0,0,-2,2,2,1]}\n{\"item\":11,\"stats\":[0,1,0,-4,2,2,0]}\n"));
   CHECK(r.code == 0);
   CHECK(r.output.find("suite tiny-v1: PARTIAL, 2 of 4 items in 1 of 2 shards\nmissing shards: 1\n") == 0);
 }
 
 TEST_CASE("eval score: malformed lines and results are errors naming the line or the shard") {
-  std::string d = tmpdir("bad");
-  std::string suite = write(d, "suite.yaml", kSuite);
+  std::string d = scratch_dir("bad");
+  std::string suite = write_text(d, "suite.yaml", kSuite);
   struct Case {
     std::string results;
     int code;
@@ -134,14 +124,14 @@ TEST_CASE("eval score: malformed lines and results are errors naming the line or
   };
   for (const auto& c : cases) {
     CAPTURE(c.results);
-    auto r = sh("eval score --suite " + suite + " " + write(d, "r.jsonl", c.results));
+    auto r = sh("eval score --suite " + suite + " " + write_text(d, "r.jsonl", c.results));
     CHECK(r.code == c.code);
     CHECK(r.output.find(c.message) != std::string::npos);
   }
   auto missing = sh("eval score --suite " + suite + " " + d + "/none.jsonl");
   CHECK(missing.code == 2);
   CHECK(missing.output.find("cannot open " + d + "/none.jsonl") != std::string::npos);
-  auto bad_suite = sh("eval score --suite " + write(d, "s2.yaml", "suite: x\n") + " " + d + "/r.jsonl");
+  auto bad_suite = sh("eval score --suite " + write_text(d, "s2.yaml", "suite: x\n") + " " + d + "/r.jsonl");
   CHECK(bad_suite.code == 2);
   CHECK(bad_suite.output.find("s2.yaml:") != std::string::npos);
 }
@@ -260,8 +250,8 @@ TEST_CASE("eval show, why and register against the service; --json prints the an
   CHECK(why.code == 0);
   CHECK(why.output == "t=0 queued P2\nt=1 shard 0 -> w1 (checkpoint loaded)\n");
 
-  std::string d = tmpdir("register");
-  std::string file = write(d, "model.pt", "weights");
+  std::string d = scratch_dir("register");
+  std::string file = write_text(d, "model.pt", "weights");
   auto reg = sh("eval register --server " + svc.url() + " --checkpoint ck-a --file " + file +
                 " --run r918 --step 1200 --parent ck-0 --model-version digits-mlp:v1");
   CHECK(reg.code == 0);

@@ -13,23 +13,13 @@
 
 namespace {
 
+using runlens::testing::scratch_dir;
+using runlens::testing::write_text;
+
 const std::string kBin = RUNLENS_BINARY;
 const std::string kSrc = RUNLENS_SOURCE_DIR;
 
 runlens::testing::ShellResult sh(const std::string& args) { return runlens::testing::shell(kBin + " " + args); }
-
-std::string tmpdir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("runlens-validate-" + std::to_string(getpid()) + "-" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
-
-std::string write(const std::string& dir, const std::string& name, const std::string& text) {
-  std::string path = dir + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
 
 // A pipeline whose source and sink parameters are the lines given.
 std::string pipeline(const std::string& source_params, const std::string& sink_params) {
@@ -50,9 +40,9 @@ std::string pipeline(const std::string& source_params, const std::string& sink_p
 }  // namespace
 
 TEST_CASE("validate rejects a bad sink parameter at its file:line:col, as replay does") {
-  std::string dir = tmpdir("sink");
+  std::string dir = scratch_dir("sink");
   std::string path =
-      write(dir, "bad-sink.yaml", pipeline("    bind: tcp://127.0.0.1:5555\n", "    rollups: [1m:30d, 10s:1x]\n"));
+      write_text(dir, "bad-sink.yaml", pipeline("    bind: tcp://127.0.0.1:5555\n", "    rollups: [1m:30d, 10s:1x]\n"));
   const std::string expected = path +
                                ":12:14: error: expected durations such as 10s, 1m, 1h or 30d in '10s:1x' "
                                "(in sinks.store)";
@@ -71,22 +61,22 @@ TEST_CASE("validate rejects a bad sink parameter at its file:line:col, as replay
 }
 
 TEST_CASE("validate rejects a bad source parameter at its file:line:col") {
-  std::string dir = tmpdir("source");
+  std::string dir = scratch_dir("source");
   // Both bind and connect: reported at bind.
   std::string both =
-      write(dir, "both.yaml", pipeline("    bind: tcp://127.0.0.1:5555\n    connect: tcp://127.0.0.1:5557\n", ""));
+      write_text(dir, "both.yaml", pipeline("    bind: tcp://127.0.0.1:5555\n    connect: tcp://127.0.0.1:5557\n", ""));
   auto b = sh("validate " + both + " --set RUNLENS_OUT=" + dir + "/out");
   CHECK(b.code == 2);
   CHECK(b.output == both + ":4:11: error: give exactly one of 'bind' and 'connect' (in sources.telemetry)\n");
   // An endpoint bind() would refuse at run time; no socket is bound by validate.
-  std::string endpoint = write(dir, "endpoint.yaml", pipeline("    bind: 127.0.0.1:5555\n", ""));
+  std::string endpoint = write_text(dir, "endpoint.yaml", pipeline("    bind: 127.0.0.1:5555\n", ""));
   auto e = sh("validate " + endpoint + " --set RUNLENS_OUT=" + dir + "/out");
   CHECK(e.code == 2);
   CHECK(e.output == endpoint +
                         ":4:11: error: invalid endpoint '127.0.0.1:5555' (expected TRANSPORT://ADDRESS, e.g. "
                         "tcp://127.0.0.1:5555 or ipc:///tmp/x) (in sources.telemetry)\n");
   // A source and a sink wrong at once: both reported, in pipeline order.
-  std::string two = write(dir, "two.yaml", pipeline("    bind: tcp://127.0.0.1\n", "    rollups: [10s]\n"));
+  std::string two = write_text(dir, "two.yaml", pipeline("    bind: tcp://127.0.0.1\n", "    rollups: [10s]\n"));
   auto t = sh("validate " + two + " --set RUNLENS_OUT=" + dir + "/out");
   CHECK(t.code == 2);
   CHECK(t.output == two +
@@ -115,19 +105,19 @@ TEST_CASE("validate: evaluation suites (a top-level suite: key) are checked with
   auto ok = sh("validate " + kSrc + "/configs/eval/digits-heldout.yaml " + kSrc + "/configs/eval/code-pass-at-k.yaml");
   CHECK_MESSAGE(ok.code == 0, ok.output);
   CHECK(ok.output.find("digits-heldout.yaml: ok (suite digits-heldout-v1, 4 metrics)") != std::string::npos);
-  std::string dir = tmpdir("suite");
-  std::string bad = write(dir, "bad.yaml",
-                          "suite: s\n"
-                          "benchmark: b\n"
-                          "version: \"1\"\n"
-                          "evaluator: e\n"
-                          "dataset: {id: d, version: \"1\", sha256: abc, items: 10}\n"
-                          "prompt: {template: \"{x}\", version: p}\n"
-                          "metrics: [acuracy]\n"
-                          "partition_size: 0\n"
-                          "priority: P2\n"
-                          "workers: {pool: cpu, memory: 1GiB}\n"
-                          "on_checkpoint: digits\n");
+  std::string dir = scratch_dir("suite");
+  std::string bad = write_text(dir, "bad.yaml",
+                               "suite: s\n"
+                               "benchmark: b\n"
+                               "version: \"1\"\n"
+                               "evaluator: e\n"
+                               "dataset: {id: d, version: \"1\", sha256: abc, items: 10}\n"
+                               "prompt: {template: \"{x}\", version: p}\n"
+                               "metrics: [acuracy]\n"
+                               "partition_size: 0\n"
+                               "priority: P2\n"
+                               "workers: {pool: cpu, memory: 1GiB}\n"
+                               "on_checkpoint: digits\n");
   auto r = sh("validate " + bad);
   CHECK(r.code == 2);
   CHECK(r.output.find(bad + ":5:") != std::string::npos);

@@ -17,12 +17,7 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
   std::string dir = temp_dir("concurrent");
   synth::Options o = small_run("busy-run", 600, 7);
   std::string input = write_jsonl(dir + "/in.jsonl", synth_run(o, {}, 50));
-  auto replay = [&](const std::string& name, const std::string& db) {
-    return std::system((std::string(RUNLENS_BINARY) + " replay " + input + " --quiet --out " + dir + "/" + name +
-                        " --set RUNLENS_PUBLISH=ipc://" + dir + "/" + name + ".sock --store sqlite://" + db + " > " +
-                        dir + "/" + name + ".log 2>&1")
-                           .c_str());
-  };
+  auto replay = [&](const std::string& name, const std::string& db) { return replay_process(input, dir, name, db); };
   REQUIRE(replay("alone", dir + "/alone.db") == 0);
 
   const std::string db = dir + "/shared.db";

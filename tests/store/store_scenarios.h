@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -106,6 +107,16 @@ inline std::string store_pipeline(const std::string& dir, const std::string& sto
 
 // The store URL of the store file `db`.
 inline std::string url_of(const std::string& db) { return store::store_url_of_file(db); }
+
+// `runlens replay INPUT` as a child process writing the store file `db`, its
+// output in DIR/NAME (log DIR/NAME.log); the exit status of std::system.
+inline int replay_process(const std::string& input, const std::string& dir, const std::string& name,
+                          const std::string& db) {
+  return std::system((std::string(RUNLENS_BINARY) + " replay " + input + " --quiet --out " + dir + "/" + name +
+                      " --set RUNLENS_PUBLISH=ipc://" + dir + "/" + name + ".sock --store sqlite://" + db + " > " +
+                      dir + "/" + name + ".log 2>&1")
+                         .c_str());
+}
 
 // Replays `inputs` the way `runlens replay` does, into `out` (RUNLENS_OUT) and
 // the store file `db` (RUNLENS_STORE).
