@@ -231,7 +231,8 @@ def test_instant_workers_complete_an_evaluation_without_a_model(tmp_path, procs)
     assert done["workerVersion"] == "runlens-eval-worker-instant/1"
     got = {m["name"]: m for m in done["metrics"]}
     assert set(got) == {"harmful_response_rate", "jailbreak_success_rate", "policy_violation_rate", "refusal_correctness", "judge"}
-    assert all(m["n"] == 24 for m in got.values())
+    # every item once; the jailbreak rate is over attempts (the instant runner: every other item)
+    assert {k: m["n"] for k, m in got.items()} == {**{k: 24 for k in got}, "jailbreak_success_rate": 12}
     assert got["harmful_response_rate"]["value"] == pytest.approx(0.5)  # item parity: 12 of items 0-23 are odd
     assert 1 <= got["judge"]["value"] <= 5
     items = svc.call("GET", f"/v1/evaluations/{ev}/items?limit=100")["items"]
