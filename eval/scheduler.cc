@@ -119,6 +119,8 @@ void Scheduler::submit(EvaluationSpec spec, int64_t now_ms) {
     throw std::invalid_argument("evaluation " + spec.evaluation_id + ": one cached flag per shard is needed");
   if (!spec.done.empty() && spec.done.size() != spec.shards.size())
     throw std::invalid_argument("evaluation " + spec.evaluation_id + ": one done flag per shard is needed");
+  if (!spec.failed.empty() && spec.failed.size() != spec.shards.size())
+    throw std::invalid_argument("evaluation " + spec.evaluation_id + ": one failed flag per shard is needed");
   if (!spec.prior_attempts.empty() && spec.prior_attempts.size() != spec.shards.size())
     throw std::invalid_argument("evaluation " + spec.evaluation_id + ": one prior attempt count per shard is needed");
   const int e = static_cast<int>(evals_.size());
@@ -129,7 +131,7 @@ void Scheduler::submit(EvaluationSpec spec, int64_t now_ms) {
   entry.spec = std::move(spec);
   evals_.push_back(std::move(entry));
   EvalEntry& ev = evals_[e];
-  int cached = 0, resumed_done = 0, resumed = 0;
+  int cached = 0, resumed_done = 0, resumed_failed = 0, resumed = 0;
   for (size_t i = 0; i < ev.shards.size(); ++i) {
     if (!ev.spec.prior_attempts.empty()) {
       ev.shards[i].attempts = ev.shards[i].prior = std::max(0, ev.spec.prior_attempts[i]);
@@ -143,6 +145,10 @@ void Scheduler::submit(EvaluationSpec spec, int64_t now_ms) {
       ev.shards[i].state = ShardState::kDone;
       ev.done++;
       resumed_done++;
+    } else if (!ev.spec.failed.empty() && ev.spec.failed[i]) {
+      ev.shards[i].state = ShardState::kFailed;
+      ev.failed++;
+      resumed_failed++;
     } else {
       enqueue(e, static_cast<int>(i));
     }
@@ -156,6 +162,7 @@ void Scheduler::submit(EvaluationSpec spec, int64_t now_ms) {
   if (!ev.spec.evaluator.empty()) text += " running evaluator " + ev.spec.evaluator;
   if (cached) text += "; " + std::to_string(cached) + " shards served from the cache";
   if (resumed_done) text += "; " + std::to_string(resumed_done) + " shards done before a restart";
+  if (resumed_failed) text += "; " + std::to_string(resumed_failed) + " shards failed before a restart (not run again)";
   if (resumed) text += "; " + std::to_string(resumed) + " shards had attempts before a restart (numbering continues)";
   log(e, now_ms, -1, text);
   update_status(e, now_ms);

@@ -74,7 +74,10 @@ struct EvaluationSpec {
   // is numbered after those, so a late result of an attempt from before the
   // restart is told apart and applied at most once; max_attempts counts the
   // attempts issued since the restart (a restart is not the worker's fault).
+  // A shard that had failed before the restart (its attempts used up, or a
+  // failure no retry mends) stays failed: it is not run again.
   std::vector<bool> done;
+  std::vector<bool> failed;
   std::vector<int> prior_attempts;
 };
 

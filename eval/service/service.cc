@@ -1035,8 +1035,9 @@ void EvalService::resume() {
     EvaluationSpec spec = make_evaluation_spec(suite, id, rec.checkpoint_id, now());
     spec.cached.assign(shards.size(), false);
     spec.done.assign(shards.size(), false);
+    spec.failed.assign(shards.size(), false);
     spec.prior_attempts.assign(shards.size(), 0);
-    int done = 0, again = 0;
+    int done = 0, failed = 0, again = 0;
     for (const store::ShardRecord& row : view->shards) {
       const int i = row.shard;
       if (i < 0 || i >= static_cast<int>(shards.size())) continue;
@@ -1052,15 +1053,21 @@ void EvalService::resume() {
         }
         note(id, "shard " + std::to_string(i) + " is run again: its stored result cannot be read back: " + why);
       }
+      if (row.status == "FAILED") {  // attempts used up, or not retryable: a restart does not mend it
+        spec.failed[i] = true;
+        o->written[i] = ShardState::kFailed;
+        ++failed;
+        continue;
+      }
       ++again;
       o->written[i] = row.status == "RUNNING" ? ShardState::kRunning : ShardState::kQueued;
-      if (row.status == "FAILED") o->written[i] = ShardState::kFailed;
     }
     scheduler_.submit(std::move(spec), now());
-    note(id, "resumed after a restart: " + std::to_string(done) + " shards done before it, " + std::to_string(again) +
-                 " queued again (attempt numbers continue)");
-    resume_notes_.push_back(id + ": resumed, " + std::to_string(done) + " shards done, " + std::to_string(again) +
-                            " queued again");
+    const std::string failed_text = failed ? ", " + std::to_string(failed) + " failed" : std::string();
+    note(id, "resumed after a restart: " + std::to_string(done) + " shards done before it" + failed_text + ", " +
+                 std::to_string(again) + " queued again (attempt numbers continue)");
+    resume_notes_.push_back(id + ": resumed, " + std::to_string(done) + " shards done" + failed_text + ", " +
+                            std::to_string(again) + " queued again");
     Open& ref = *o;
     open_[id] = std::move(o);
     sync(ref);

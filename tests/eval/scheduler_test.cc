@@ -503,6 +503,28 @@ TEST_CASE("scheduler: resuming after a restart keeps done shards and numbers att
   CHECK(s.complete("e-r", 0, 1, "w1", 3) == Completion::kDuplicate);
 }
 
+TEST_CASE("scheduler: a shard that failed before a restart stays failed; the rest decides the status") {
+  Scheduler s;
+  s.add_worker({"w1", Pool::kCpu, 8192, 1}, 0);
+  EvaluationSpec e = eval_spec("e-f", Priority::kP2, 3, Pool::kCpu);
+  e.done = {true, false, false};
+  e.failed = {false, true, false};
+  e.prior_attempts = {1, 3, 1};
+  s.submit(e, 0);
+  CHECK(s.shard_state("e-f", 1) == ShardState::kFailed);
+  CHECK(log_has(s, "e-f", "1 shards failed before a restart (not run again)"));
+  auto as = s.schedule(1);
+  REQUIRE(as.size() == 1);
+  CHECK(as[0].partition == 2);  // only the shard that had not failed
+  CHECK(s.schedule(2).empty());
+  CHECK(s.complete("e-f", 2, as[0].attempt, "w1", 3) == Completion::kAccepted);
+  CHECK(s.status("e-f") == EvalStatus::kPartial);
+  CHECK(s.missing_shards("e-f") == std::vector<int>{1});
+  EvaluationSpec bad = eval_spec("e-g", Priority::kP2, 3, Pool::kCpu);
+  bad.failed = {true};
+  CHECK_THROWS_WITH_AS(s.submit(bad, 4), "evaluation e-g: one failed flag per shard is needed", std::invalid_argument);
+}
+
 TEST_CASE("scheduler: a fail that is not retryable fails the shard at once") {
   Scheduler s;
   s.add_worker({"w1", Pool::kCpu, 8192, 1}, 0);

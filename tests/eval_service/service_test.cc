@@ -638,6 +638,46 @@ TEST_CASE("eval service: stopped and started again on the same store, it resumes
   CHECK(env.why(o.evaluation_id).find("resumed after a restart: 2 shards done before it") != std::string::npos);
 }
 
+TEST_CASE("eval service: a shard that failed before a restart stays failed; the evaluation ends PARTIAL") {
+  Env env("resume-failed");
+  SuiteSpec s = env.spec();
+  s.items = 30;  // 3 shards of 10
+  env.add_suite(s);
+  env.start();
+  env.checkpoint("ck-a", 'a', "toy-mlp:v1");
+  auto o = env.submit("toy-mlp:v1", "ck-a");
+  int failed_shard = -1, done_shard = -1;
+  {
+    TestWorker w(env.svc->endpoint(), "w1");
+    w.hello();
+    auto a = w.assignment();
+    REQUIRE(a);
+    failed_shard = a->shard;
+    w.send(wire::Fail{"w1", a->evaluation_id, a->shard, a->attempt, "dataset hash differs here", false});
+    auto b = w.assignment();
+    REQUIRE(b);
+    done_shard = b->shard;
+    w.send(w.result(*b));
+    REQUIRE(w.ack()->outcome == wire::AckOutcome::kAccepted);
+    REQUIRE(w.assignment());  // the third shard is running when the service stops
+  }
+  env.svc.reset();
+  CHECK(read_evaluation(env.url, o.evaluation_id)->shards[failed_shard].status == "FAILED");
+  env.start();
+  REQUIRE(env.svc->resume_notes().size() == 1);
+  CHECK(env.svc->resume_notes()[0] == o.evaluation_id + ": resumed, 1 shards done, 1 failed, 1 queued again");
+  TestWorker w(env.svc->endpoint(), "w2");
+  w.hello();
+  w.serve([&] { return status_of(env.url, o.evaluation_id) == "PARTIAL"; });
+  REQUIRE(w.assigned.size() == 1);  // neither the done nor the failed shard runs again
+  CHECK(w.assigned[0].shard != failed_shard);
+  CHECK(w.assigned[0].shard != done_shard);
+  auto v = read_evaluation(env.url, o.evaluation_id);
+  CHECK(v->shards[failed_shard].status == "FAILED");
+  CHECK(v->shards[failed_shard].attempt == 1);
+  CHECK(env.why(o.evaluation_id).find("1 shards failed before a restart (not run again)") != std::string::npos);
+}
+
 TEST_CASE("eval service: on restart an evaluation whose suite is gone or changed FAILS with the reason") {
   Env env("resume-changed");
   env.add_suite(env.spec());
