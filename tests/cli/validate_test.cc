@@ -129,3 +129,27 @@ TEST_CASE("validate: evaluation suites (a top-level suite: key) are checked with
   CHECK(r.output.find("expected a list of model id patterns") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("validate accepts the shipped gate policies and reports a broken one at file:line:col") {
+  auto ok = sh("validate " + kSrc + "/configs/gates/digits-release.yaml " + kSrc + "/configs/gates/safety.yaml");
+  CHECK(ok.code == 0);
+  CHECK(ok.output.find("digits-release.yaml: ok (gate digits-release version 1, 2 metrics)") != std::string::npos);
+  CHECK(ok.output.find("safety.yaml: ok (gate safety-release version 1, 3 metrics)") != std::string::npos);
+  std::string dir = scratch_dir("validate-gate");
+  // A gate policy may name the suite it gates: `gate:` decides, not `suite:`.
+  std::string path = write_text(dir, "gate.yaml",
+                                "gate: g\n"
+                                "version: \"1\"\n"
+                                "suite: digits-heldout-v1\n"
+                                "dimensions:\n"
+                                "  quality:\n"
+                                "    - {metric: acuracy, margin: 0.02}\n"
+                                "  safety:\n"
+                                "    - {metric: harmful_response_rate, cap: 2}\n");
+  auto bad = sh("validate " + path);
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find(path + ":6:16: error: unknown metric 'acuracy' (did you mean 'accuracy'?)") !=
+        std::string::npos);
+  CHECK(bad.output.find(path + ":8:44: error: out of range: must be between 0 and 1, got 2") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
