@@ -270,6 +270,10 @@ struct MetricData {
   int offset = 0;
   int64_t k = 0;                 // pass@K
   std::vector<int64_t> cluster;  // per paired item: its cluster index; empty = none
+  // Classification: per paired item the candidate's (true, predicted) and the
+  // baseline's, as indices into the `labels` distinct labels present.
+  std::vector<uint32_t> dense;
+  size_t labels = 0;
 };
 
 class Computer {
@@ -360,7 +364,7 @@ class Computer {
 
   // A non-mean metric (token-weighted, corpus BLEU, classification) over a
   // multiset of paired items; side 0 = candidate.
-  double value(const MetricData& m, int side, const std::vector<uint32_t>& idx, size_t labels,
+  double value(const MetricData& m, int side, const std::vector<uint32_t>& idx,
                std::vector<std::array<int64_t, 3>>* confusion) const {
     const std::string& name = m.spec->name;
     switch (m.spec->def->aggregation) {
@@ -386,10 +390,9 @@ class Computer {
         return corpus_bleu(s);
       }
       case Aggregation::kClassification: {
-        confusion->assign(labels, {0, 0, 0});
+        confusion->assign(m.labels, {0, 0, 0});
         for (uint32_t j : idx) {
-          const double* x = side ? base(j, m) : cand(j, m);
-          const auto t = static_cast<size_t>(x[0]), p = static_cast<size_t>(x[1]);
+          const uint32_t t = m.dense[4 * j + 2 * side], p = m.dense[4 * j + 2 * side + 1];
           if (t == p) {
             (*confusion)[t][0]++;
           } else {
@@ -421,13 +424,26 @@ class Computer {
     }
   }
 
-  size_t labels(const MetricData& m) const {
-    if (m.spec->def->aggregation != Aggregation::kClassification) return 0;
-    double top = 0;
+  // Classification: each item's labels as dense indices over the labels
+  // present (so a label id near 2^20 costs no more than a small one).
+  void densify(MetricData* m) const {
+    if (m->spec->def->aggregation != Aggregation::kClassification) return;
+    std::vector<double> all;
     for (size_t j = 0; j < p_.ids.size(); ++j) {
-      top = std::max({top, cand(j, m)[0], cand(j, m)[1], base(j, m)[0], base(j, m)[1]});
+      for (int q = 0; q < 2; ++q) all.push_back(cand(j, *m)[q]), all.push_back(base(j, *m)[q]);
     }
-    return static_cast<size_t>(top) + 1;
+    std::vector<double> uniq = all;
+    std::sort(uniq.begin(), uniq.end());
+    uniq.erase(std::unique(uniq.begin(), uniq.end()), uniq.end());
+    m->labels = uniq.size();
+    m->dense.resize(all.size());
+    for (size_t j = 0; j < p_.ids.size(); ++j) {
+      auto index = [&](double v) {
+        return static_cast<uint32_t>(std::lower_bound(uniq.begin(), uniq.end(), v) - uniq.begin());
+      };
+      m->dense[4 * j + 0] = index(cand(j, *m)[0]), m->dense[4 * j + 1] = index(cand(j, *m)[1]);
+      m->dense[4 * j + 2] = index(base(j, *m)[0]), m->dense[4 * j + 3] = index(base(j, *m)[1]);
+    }
   }
 
   // The bootstrap distribution of the improvement-oriented difference (sorted).
@@ -445,7 +461,6 @@ class Computer {
       }
     }
     *groups = static_cast<int64_t>(units.size());
-    const size_t labels_n = labels(m);
     std::vector<std::array<int64_t, 3>> confusion;
     std::mt19937_64 rng(policy_.bootstrap_seed ^ fnv1a(m.spec->name) ^ static_cast<uint64_t>(m.k));
     const uint64_t u = units.size();
@@ -459,7 +474,7 @@ class Computer {
         const auto& unit = units[static_cast<size_t>(rng() % u)];  // bias < u / 2^64: negligible
         idx.insert(idx.end(), unit.begin(), unit.end());
       }
-      out.push_back(sign * (value(m, 0, idx, labels_n, &confusion) - value(m, 1, idx, labels_n, &confusion)));
+      out.push_back(sign * (value(m, 0, idx, &confusion) - value(m, 1, idx, &confusion)));
     }
     std::sort(out.begin(), out.end());
     return out;
@@ -515,9 +530,8 @@ class Computer {
       std::vector<uint32_t> all(p_.ids.size());
       std::iota(all.begin(), all.end(), 0);
       std::vector<std::array<int64_t, 3>> confusion;
-      const size_t labels_n = labels(m);
-      d.candidate = value(m, 0, all, labels_n, &confusion);
-      d.baseline = value(m, 1, all, labels_n, &confusion);
+      d.candidate = value(m, 0, all, &confusion);
+      d.baseline = value(m, 1, all, &confusion);
       d.difference = sign * (d.candidate - d.baseline);
       if (g.margin) {
         int64_t groups = 0;
@@ -654,8 +668,9 @@ GateDecision evaluate_gate(const GatePolicy& policy, const GateInput& in) {
     data.push_back(std::move(m));
   }
   Computer comp(policy, in, paired, stride);
-  for (const auto& m : data) {
+  for (auto& m : data) {
     if (std::string why = comp.validate(m); !why.empty()) return refuse("malformed statistics: " + why);
+    comp.densify(&m);
   }
 
   // Per metric: values, difference, SE; bootstrap distributions kept for the bounds.
