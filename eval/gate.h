@@ -53,7 +53,6 @@ struct GateSide {
 struct GateInput {
   std::vector<MetricSpec> metrics;  // the suite's metrics, both sides alike
   std::string suite;                // the suite both evaluations ran; checked against the policy's when both are set
-  double judge_lo = 1, judge_hi = 5;
   GateSide candidate, baseline;
   // Cluster ids per item, under the cluster key a policy metric names
   // (GatedMetric::cluster): clusters["passage_id"][item] = "p17".
