@@ -18,6 +18,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace runlens::eval {
@@ -223,6 +224,45 @@ TEST_CASE("gate: pass@k is compared per problem, macro F1 by a deterministic boo
   CHECK(evaluate_gate(p, renamed).to_json() == a.to_json());
   p.bootstrap_seed = 43;
   CHECK(evaluate_gate(p, f).to_json() != a.to_json());
+}
+
+TEST_CASE("gate: token-weighted ratios and corpus BLEU are bootstrapped from their sufficient statistics") {
+  // Perplexity = exp(-sum loglik / sum tokens), lower is better: the candidate's is lower, the difference positive.
+  GateInput in;
+  in.metrics = {spec("perplexity"), spec("bleu", {{"lowercase", "false"}, {"tokenize", "13a"}})};
+  std::vector<std::vector<double>> c, b;
+  BleuStats sc, sb;
+  for (int i = 0; i < 50; ++i) {
+    const double len = 5 + i % 7, match_c = len - 1 - (i % 3), match_b = len - 2 - (i % 3);
+    std::vector<double> rc = {-2.0 * (10 + i % 5), 10.0 + i % 5}, rb = {-2.3 * (10 + i % 5), 10.0 + i % 5};
+    for (const auto& [row, m, st] : {std::tuple{&rc, match_c, &sc}, std::tuple{&rb, match_b, &sb}}) {
+      const double matches[4] = {m, std::max(0.0, m - 1), std::max(0.0, m - 2), std::max(0.0, m - 3)};
+      for (int n = 0; n < 4; ++n) row->push_back(matches[n]), st->matches[n] += matches[n];
+      for (int n = 0; n < 4; ++n) row->push_back(std::max(0.0, len - n)), st->totals[n] += std::max(0.0, len - n);
+      row->push_back(len), row->push_back(len), st->hyp_len += len, st->ref_len += len;
+    }
+    c.push_back(rc), b.push_back(rb);
+  }
+  in.candidate = side("cand", c);
+  in.baseline = side("base", b);
+  GatePolicy p = policy_of({gated("perplexity", 0.5), gated("bleu", 1.0)});
+  p.bootstrap_replicates = 300;
+  GateDecision d = evaluate_gate(p, in);
+  REQUIRE(d.refused.empty());
+  const MetricDecision& ppl = row(d, "perplexity");
+  CHECK(ppl.method == GateMethod::kBootstrap);
+  CHECK(ppl.direction == Direction::kLowerIsBetter);
+  CHECK(ppl.candidate == doctest::Approx(std::exp(2.0)));
+  CHECK(ppl.baseline == doctest::Approx(std::exp(2.3)));
+  CHECK(ppl.difference == doctest::Approx(std::exp(2.3) - std::exp(2.0)));
+  CHECK(ppl.verdict == Verdict::kPass);
+  const MetricDecision& bleu = row(d, "bleu");
+  CHECK(bleu.candidate == doctest::Approx(corpus_bleu(sc)));
+  CHECK(bleu.baseline == doctest::Approx(corpus_bleu(sb)));
+  CHECK(bleu.difference > 0);
+  CHECK(bleu.lower <= bleu.difference);
+  CHECK(bleu.std_error > 0);
+  CHECK(d.verdict == Verdict::kPass);
 }
 
 TEST_CASE("gate: item order does not change the decision") {
