@@ -528,6 +528,24 @@ struct PendingCheckpoint {
   std::string model_id;  // the run's model_id; empty when the run has none
 };
 
+// A row of quality_gates (docs/storage.md). Three kinds share the v3 columns,
+// told apart by gate_id:
+//  - a decision: gate_id "g-...", evaluation_id the candidate evaluation,
+//    benchmark the decision's JSON (GateDecision::to_json plus gateId),
+//    metric empty, threshold the policy's alpha, passed whether it PASSed;
+//  - a gated metric of a decision: gate_id "g-.../METRIC", metric its name,
+//    observed the improvement-oriented difference, threshold -margin (or the
+//    cap of a cap-only safety gate), passed whether the metric PASSed;
+//  - a promotion audit record: gate_id "audit/MODEL:VERSION/NNNNNN",
+//    evaluation_id the gate decision it relied on ("" when none), metric
+//    "promotion", benchmark the record's JSON.
+struct GateRow {
+  std::string gate_id, evaluation_id, benchmark, metric;
+  std::optional<double> threshold, observed;
+  std::optional<bool> passed;
+  int64_t decided_ns = 0;
+};
+
 struct ModelVersionView {
   ModelVersionRecord version;
   std::vector<EvaluationRecord> evaluations;  // by evaluation_id
@@ -583,6 +601,13 @@ class EvalStore {
   virtual void mark_checkpoint_registered(const std::string& run_id, const std::string& checkpoint_id) = 0;
   virtual std::optional<DatasetVersionRecord> dataset_version(const std::string& dataset_id,
                                                               const std::string& version) = 0;
+
+  // Quality-gate rows (GateRow): written (inserted or replaced) in one
+  // transaction; read back by gate_id (the row itself and the rows under
+  // "GATE_ID/"), or by evaluation_id, each ordered by decided_ns then gate_id.
+  virtual void write_gate_rows(const std::vector<GateRow>& rows) = 0;
+  virtual std::vector<GateRow> gate_rows(const std::string& gate_id) = 0;
+  virtual std::vector<GateRow> gate_rows_of_evaluation(const std::string& evaluation_id) = 0;
 };
 
 struct Store {

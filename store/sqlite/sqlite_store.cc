@@ -2122,7 +2122,62 @@ class SqliteEvalStore final : public EvalStore {
     return DatasetVersionRecord{q.text(0), q.text(1), q.text(2), q.i64(3)};
   }
 
+  void write_gate_rows(const std::vector<GateRow>& rows) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    for (const auto& r : rows) {
+      Query(db,
+            "INSERT OR REPLACE INTO quality_gates (gate_id, evaluation_id, benchmark, threshold, passed, metric, "
+            "observed, decided_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(r.gate_id)
+          .arg(r.evaluation_id)
+          .opt_text(r.benchmark)
+          .opt(r.threshold)
+          .opt(r.passed)
+          .opt_text(r.metric)
+          .opt(r.observed)
+          .arg(r.decided_ns ? r.decided_ns : now_ns())
+          .run();
+    }
+    tx.commit();
+  }
+
+  std::vector<GateRow> gate_rows(const std::string& gate_id) override {
+    Query q(*db_,
+            "SELECT gate_id, evaluation_id, coalesce(benchmark, ''), threshold, passed, coalesce(metric, ''), "
+            "observed, coalesce(decided_ns, 0) FROM quality_gates WHERE gate_id = ?1 OR substr(gate_id, 1, "
+            "length(?1) + 1) = ?1 || '/' ORDER BY decided_ns, gate_id");
+    q.arg(gate_id);
+    return read_gate_rows(q);
+  }
+
+  std::vector<GateRow> gate_rows_of_evaluation(const std::string& evaluation_id) override {
+    Query q(*db_,
+            "SELECT gate_id, evaluation_id, coalesce(benchmark, ''), threshold, passed, coalesce(metric, ''), "
+            "observed, coalesce(decided_ns, 0) FROM quality_gates WHERE evaluation_id = ? ORDER BY decided_ns, "
+            "gate_id");
+    q.arg(evaluation_id);
+    return read_gate_rows(q);
+  }
+
  private:
+  static std::vector<GateRow> read_gate_rows(Query& q) {
+    std::vector<GateRow> out;
+    while (q.next()) {
+      GateRow r;
+      r.gate_id = q.text(0);
+      r.evaluation_id = q.text(1);
+      r.benchmark = q.text(2);
+      if (!q.is_null(3)) r.threshold = q.f64(3);
+      if (!q.is_null(4)) r.passed = q.i64(4) != 0;
+      r.metric = q.text(5);
+      if (!q.is_null(6)) r.observed = q.f64(6);
+      r.decided_ns = q.i64(7);
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
   std::shared_ptr<Db> db_;
 };
 
