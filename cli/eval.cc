@@ -436,7 +436,8 @@ int gate(const GateFlags& f) {
   ServiceClient c(f.server);
   std::string body;
   json::Writer w(&body);
-  w.begin_object().key("policy").str(f.policy).key("candidate").str(f.candidate).key("baseline").str(f.baseline);
+  w.begin_object().key("policy").str(f.policy).key("candidate").str(f.candidate);
+  if (!f.baseline.empty()) w.key("baseline").str(f.baseline);
   w.end_object();
   json::Value d = c.post("/v1/gates/evaluate", body, "gate policy or evaluation");
   std::printf("%s", f.json ? (compact(d) + "\n").c_str() : format_gate(d).c_str());
@@ -487,7 +488,8 @@ Command add_gate(CLI::App& app) {
   add_server_flag(sub, f.get());
   sub->add_option("--policy", f->policy, "Gate policy name (GET /v1/gates)")->required();
   sub->add_option("--candidate", f->candidate, "The candidate's evaluation id")->required();
-  sub->add_option("--baseline", f->baseline, "The baseline's evaluation id")->required();
+  sub->add_option("--baseline", f->baseline,
+                  "The baseline's evaluation id (default: the model's production version's evaluation of the suite)");
   sub->add_flag("--json", f->json, "Print the service's JSON decision as it is");
   return {sub, [f] {
             try {

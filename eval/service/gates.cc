@@ -63,6 +63,19 @@ std::optional<AuditEntry> parse_audit(const store::GateRow& row) {
   return e;
 }
 
+// The version of a model now in production, from its audit records (the last
+// one moved there and not moved since); "" when none.
+std::string production_version(const std::vector<store::GateRow>& model_audit) {
+  std::map<std::string, std::string> last_to;
+  for (const auto& row : model_audit) {
+    if (auto e = parse_audit(row)) last_to[e->version] = e->to;
+  }
+  for (const auto& [version, to] : last_to) {
+    if (to == "production") return version;
+  }
+  return {};
+}
+
 }  // namespace
 
 void EvalService::load_gates() {
@@ -163,14 +176,47 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
     out.error = "unknown gate policy '" + request.policy + "'";
     return out;
   }
+  GateRequest req = request;
+  if (req.baseline.empty()) {
+    // The baseline of a gate is the current production version unless named:
+    // its latest COMPLETED or CACHED evaluation of the candidate's suite.
+    auto cand = store_->evals->evaluation(req.candidate);
+    if (!cand) {
+      out.http_status = 404;
+      out.error = "unknown evaluation '" + req.candidate + "'";
+      return out;
+    }
+    const std::string model = cand->run.model_id;
+    const std::string prod = production_version(store_->evals->gate_rows("audit/" + model));
+    if (prod.empty()) {
+      out.http_status = 409;
+      out.error = "no baseline named and " + model + " has no production version to compare with";
+      return out;
+    }
+    int64_t best = -1;
+    if (auto pv = store_->evals->model_version(model, prod)) {
+      for (const auto& e : pv->evaluations) {
+        if (e.suite == cand->run.suite && (e.status == "COMPLETED" || e.status == "CACHED") && e.created_ns > best) {
+          best = e.created_ns;
+          req.baseline = e.evaluation_id;
+        }
+      }
+    }
+    if (req.baseline.empty()) {
+      out.http_status = 409;
+      out.error = "no baseline named and the production version " + model + ":" + prod +
+                  " has no COMPLETED or CACHED evaluation of suite " + cand->run.suite;
+      return out;
+    }
+  }
   GateInput in;
   const Suite* cs = nullptr;
   const Suite* bs = nullptr;
-  if (!gate_side(request.candidate, &in.candidate, &cs, &out)) return out;
-  if (!gate_side(request.baseline, &in.baseline, &bs, &out)) return out;
+  if (!gate_side(req.candidate, &in.candidate, &cs, &out)) return out;
+  if (!gate_side(req.baseline, &in.baseline, &bs, &out)) return out;
   if (stat_names(*cs) != stat_names(*bs)) {
     out.http_status = 409;
-    out.error = "evaluations " + request.candidate + " (suite " + cs->name + ") and " + request.baseline + " (suite " +
+    out.error = "evaluations " + req.candidate + " (suite " + cs->name + ") and " + req.baseline + " (suite " +
                 bs->name + ") do not compute the same metrics: they cannot be compared";
     return out;
   }
@@ -183,18 +229,18 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
     return out;
   }
   const int64_t decided = wall_ns();
-  out.gate_id = "g-" + sha256::hex(policy->name + "\n" + policy->version + "\n" + request.candidate + "\n" +
-                                   request.baseline + "\n" + std::to_string(decided))
+  out.gate_id = "g-" + sha256::hex(policy->name + "\n" + policy->version + "\n" + req.candidate + "\n" + req.baseline +
+                                   "\n" + std::to_string(decided))
                            .substr(0, 16);
   const std::string body = out.decision.to_json();
   out.json = "{\"gateId\":\"" + out.gate_id + "\",\"decidedNs\":" + std::to_string(decided) +
              (body.size() > 2 ? "," + body.substr(1) : std::string("}"));
-  auto ev = store_->evals->evaluation(request.candidate);
+  auto ev = store_->evals->evaluation(req.candidate);
   const std::string benchmark = ev ? ev->run.benchmark : std::string();
   std::vector<store::GateRow> rows;
   store::GateRow d;
   d.gate_id = out.gate_id;
-  d.evaluation_id = request.candidate;
+  d.evaluation_id = req.candidate;
   d.benchmark = out.json;
   d.threshold = policy->alpha;
   d.passed = out.decision.verdict == Verdict::kPass;
@@ -203,7 +249,7 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
   for (const auto& m : out.decision.metrics) {
     store::GateRow r;
     r.gate_id = out.gate_id + "/" + m.metric;
-    r.evaluation_id = request.candidate;
+    r.evaluation_id = req.candidate;
     r.benchmark = benchmark;
     r.metric = m.metric;
     if (m.margin) {
@@ -224,8 +270,8 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
     out.error = std::string("the gate decision could not be stored: ") + e.what();
     return out;
   }
-  note(request.candidate, "gate " + out.gate_id + " (" + policy->name + " v" + policy->version + ") against " +
-                              request.baseline + ": " + std::string(verdict_name(out.decision.verdict)));
+  note(req.candidate, "gate " + out.gate_id + " (" + policy->name + " v" + policy->version + ") against " +
+                          req.baseline + ": " + std::string(verdict_name(out.decision.verdict)));
   return out;
 }
 
@@ -267,7 +313,7 @@ PromoteOutcome EvalService::promote(const PromoteRequest& request) {
     rows.push_back(std::move(r));
     out.audit.push_back(j);
   };
-  // The version of this model now in production, from the audit records (the last one moved there and not since).
+  // Where each version of this model last moved, from the audit records.
   std::map<std::string, std::string> last_to;
   for (const auto& row : model_audit) {
     if (auto e = parse_audit(row)) last_to[e->version] = e->to;

@@ -398,7 +398,7 @@ void add_routes(api::ApiServer& server, EvalService& svc) {
     GateRequest r;
     r.policy = body_string(b, "policy", true);
     r.candidate = body_string(b, "candidate", true);
-    r.baseline = body_string(b, "baseline", true);
+    r.baseline = body_string(b, "baseline", false);  // default: the model's production version
     GateOutcome o = service->evaluate_gate(r);
     if (!o.error.empty()) throw HttpError{o.http_status, o.error};
     res.status = 201;

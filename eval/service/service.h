@@ -97,7 +97,8 @@ struct WorkerRow {
 // POST /v1/gates/evaluate: a gate policy applied to two evaluations' stored items.
 struct GateRequest {
   std::string policy;               // the policy's name (`gate:`)
-  std::string candidate, baseline;  // evaluation ids
+  std::string candidate, baseline;  // evaluation ids; no baseline: the production version's (its latest
+                                    // COMPLETED or CACHED evaluation of the candidate's suite)
 };
 
 struct GateOutcome {

@@ -169,7 +169,23 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
                              R"({"policy":"toy-release","candidate":"e-missing","baseline":")" + ev["v1"] + R"("})");
   CHECK(u4 == 404);
   CHECK(at(ub4, "error").text == "unknown evaluation 'e-missing'");
-  CHECK(http.post("/v1/gates/evaluate", R"({"policy":"toy-release","candidate":"x"})").first == 400);
+  CHECK(http.post("/v1/gates/evaluate", R"({"baseline":"x"})").first == 400);
+  // No baseline named and no production version yet.
+  auto [n9, nb9] = http.post("/v1/gates/evaluate", R"({"policy":"toy-release","candidate":")" + ev["v2"] + R"("})");
+  CHECK(n9 == 409);
+  CHECK(at(nb9, "error").text == "no baseline named and toy-mlp has no production version to compare with");
+
+  // A whole-cache hit keeps no items of its own: the gate reads its source's.
+  auto [cs9, cb9] =
+      http.post("/v1/evaluations", R"({"modelVersion":"toy-mlp:v1","checkpointId":"ck-v1","benchmarkSuite":"toy-v1"})");
+  REQUIRE(cs9 == 201);
+  REQUIRE(at(cb9, "status").text == "CACHED");
+  auto [c9, ccb9] =
+      http.post("/v1/gates/evaluate", R"({"policy":"toy-release","candidate":")" + at(cb9, "evaluationId").text +
+                                          R"(","baseline":")" + ev["v1"] + R"("})");
+  CHECK(c9 == 201);
+  CHECK(at(ccb9, "verdict").text == "PASS");
+  CHECK(at(ccb9, "items").number == 40);
 
   // Different datasets: refused, with the reason.
   auto [r9, rb9] = http.post("/v1/gates/evaluate", R"({"policy":"toy-release","candidate":")" + ev["v1"] +
@@ -275,6 +291,13 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
     CHECK(http.post("/v1/models/toy-mlp/versions/v1/promote", std::string(R"({"to":")") + to + R"("})", "ops").first ==
           200);
   }
+
+  // With v1 in production, a gate without a baseline compares with v1's evaluation of the suite.
+  auto [d9, db9] = http.post("/v1/gates/evaluate", R"({"policy":"toy-release","candidate":")" + ev["v2"] + R"("})");
+  CHECK(d9 == 201);
+  CHECK(at(db9, "verdict").text == "FAIL");
+  const std::string v1_cached = at(cb9, "evaluationId").text;  // the latest COMPLETED/CACHED one of v1
+  CHECK(at(db9, "baseline_evaluation").text == v1_cached);
 
   // v3 goes all the way after its PASS; the declared user is recorded (anonymous when none).
   for (const char* to : {"evaluated", "gated", "canary", "production"}) {
