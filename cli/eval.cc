@@ -1,6 +1,7 @@
 // runlens eval: the evaluation service's command group. This file holds the
 // group and the commands that talk to a running `runlens serve` over its
-// HTTP API (docs/api.md): submit, show, why, register. Errors a user can act
+// HTTP API (docs/api.md): submit, show, why, register, promote, and the
+// top-level `runlens gate`. Errors a user can act
 // on (the service unreachable, an unknown id, a bad flag) are one line each
 // naming what was asked; exit codes as docs/cli.md says (1 for a service
 // that is unreachable or answers an error, 2 for usage).
