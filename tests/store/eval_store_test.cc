@@ -432,6 +432,50 @@ TEST_CASE("eval store: an evaluation, its shards, items, metrics and cache round
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("eval store: quality_gates rows round-trip; read by gate id (and its /children) or by evaluation") {
+  std::string dir = fresh_dir("eval-gates");
+  store::Store s = store::open_store(url_of(dir + "/e.db"));
+  auto& e = *s.evals;
+  store::GateRow d{"g-1", "e-2", R"({"verdict":"FAIL"})", "", 0.05, std::nullopt, false, 100};
+  store::GateRow m{"g-1/accuracy", "e-2", "MMLU", "accuracy", -0.02, -0.35, false, 100};
+  store::GateRow other{"g-10", "e-3", "{}", "", 0.05, std::nullopt, true, 50};
+  store::GateRow audit{"audit/llama-x/v142/000001",
+                       "g-1",
+                       R"({"to":"evaluated"})",
+                       "promotion",
+                       std::nullopt,
+                       std::nullopt,
+                       std::nullopt,
+                       0};
+  e.write_gate_rows({m, d, other, audit});
+  auto rows = e.gate_rows("g-1");
+  REQUIRE(rows.size() == 2);  // not g-10
+  CHECK(rows[0].gate_id == "g-1");
+  CHECK(rows[0].benchmark == R"({"verdict":"FAIL"})");
+  CHECK(rows[0].metric.empty());
+  CHECK(rows[0].threshold == std::optional<double>(0.05));
+  CHECK(!rows[0].observed);
+  CHECK(rows[0].passed == std::optional<bool>(false));
+  CHECK(rows[0].decided_ns == 100);
+  CHECK(rows[1].gate_id == "g-1/accuracy");
+  CHECK(rows[1].observed == std::optional<double>(-0.35));
+  CHECK(rows[1].threshold == std::optional<double>(-0.02));
+  auto by_eval = e.gate_rows_of_evaluation("e-2");
+  REQUIRE(by_eval.size() == 2);
+  auto a = e.gate_rows("audit/llama-x");
+  REQUIRE(a.size() == 1);
+  CHECK(a[0].evaluation_id == "g-1");
+  CHECK(!a[0].passed);
+  CHECK(a[0].decided_ns > 0);  // 0: set by the store
+  CHECK(e.gate_rows("audit/llama").empty());
+  // Written again: replaced, not duplicated.
+  d.passed = true;
+  e.write_gate_rows({d});
+  rows = e.gate_rows("g-1");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].passed == std::optional<bool>(true));
+}
+
 TEST_CASE("eval store: a replay writes a run while evaluations are written into the same store; nothing lost") {
   std::string dir = fresh_dir("eval-concurrent");
   synth::Options o = small_run("busy-run", 400, 5);
