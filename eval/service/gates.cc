@@ -2,10 +2,9 @@
 // (docs/evaluation-service.md, "Gates and promotion"): policies loaded at
 // start, a gate applied to two evaluations' stored per-item statistics, the
 // decision stored in quality_gates, and the promotion state machine with its
-// audit records (store::GateRow describes the rows).
+// audit records (store::GateRow and store::TransitionRecord describe the rows).
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 
 #include "eval/service/records.h"
@@ -34,42 +33,11 @@ int status_rank(const std::string& status) {
   return -1;  // retired, rolled_back, or something else
 }
 
-std::string audit_prefix(const std::string& model, const std::string& version) {
-  return "audit/" + model + "/" + version;
-}
-
-struct AuditEntry {
-  std::string version, from, to, user, gate_id, reason;
-  int64_t at_ns = 0;
-};
-
-std::optional<AuditEntry> parse_audit(const store::GateRow& row) {
-  json::Value v;
-  json::ParseError err;
-  if (row.metric != "promotion" || !json::parse(row.benchmark, &v, &err) || v.type != json::Value::Type::kObject)
-    return std::nullopt;
-  AuditEntry e;
-  auto text = [&](const char* k) {
-    const json::Value* m = v.find(k);
-    return m && m->type == json::Value::Type::kString ? m->text : std::string();
-  };
-  e.version = text("version");
-  e.from = text("from");
-  e.to = text("to");
-  e.user = text("user");
-  e.gate_id = text("gateId");
-  e.reason = text("reason");
-  e.at_ns = row.decided_ns;
-  return e;
-}
-
 // The version of a model now in production, from its audit records (the last
 // one moved there and not moved since); "" when none.
-std::string production_version(const std::vector<store::GateRow>& model_audit) {
+std::string production_version(const std::vector<store::TransitionRecord>& model_audit) {
   std::map<std::string, std::string> last_to;
-  for (const auto& row : model_audit) {
-    if (auto e = parse_audit(row)) last_to[e->version] = e->to;
-  }
+  for (const auto& t : model_audit) last_to[t.model_version] = t.to_status;
   for (const auto& [version, to] : last_to) {
     if (to == "production") return version;
   }
@@ -187,7 +155,7 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
       return out;
     }
     const std::string model = cand->run.model_id;
-    const std::string prod = production_version(store_->evals->gate_rows("audit/" + model));
+    const std::string prod = production_version(store_->evals->transitions(model, ""));
     if (prod.empty()) {
       out.http_status = 409;
       out.error = "no baseline named and " + model + " has no production version to compare with";
@@ -241,7 +209,8 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
   store::GateRow d;
   d.gate_id = out.gate_id;
   d.evaluation_id = req.candidate;
-  d.benchmark = out.json;
+  d.benchmark = benchmark;
+  d.decision_json = out.json;
   d.threshold = policy->alpha;
   d.passed = out.decision.verdict == Verdict::kPass;
   d.decided_ns = decided;
@@ -287,37 +256,27 @@ PromoteOutcome EvalService::promote(const PromoteRequest& request) {
     return out;
   }
   const std::string from = view->version.status.empty() ? std::string("registered") : view->version.status;
-  const std::vector<store::GateRow> model_audit = store_->evals->gate_rows("audit/" + request.model_id);
-  int64_t seq = static_cast<int64_t>(model_audit.size());
-  std::vector<store::GateRow> rows;
+  const std::vector<store::TransitionRecord> model_audit = store_->evals->transitions(request.model_id, "");
+  int64_t seq = model_audit.empty() ? 0 : model_audit.back().seq;
+  std::vector<store::TransitionRecord> rows;
   auto record = [&](const std::string& version, const std::string& f, const std::string& t, const std::string& gate_id,
                     const std::string& reason) {
-    std::string j;
-    json::Writer w(&j);
-    const int64_t at = wall_ns();
-    w.begin_object().key("modelVersion").str(request.model_id + ":" + version).key("version").str(version);
-    w.key("from").str(f).key("to").str(t).key("user").str(who).key("atNs").integer(at).key("gateId");
-    if (gate_id.empty())
-      w.null();
-    else
-      w.str(gate_id);
-    w.key("reason").str(reason).end_object();
-    char num[32];
-    std::snprintf(num, sizeof num, "%06lld", static_cast<long long>(++seq));
-    store::GateRow r;
-    r.gate_id = audit_prefix(request.model_id, version) + "/" + num;
-    r.evaluation_id = gate_id;
-    r.benchmark = j;
-    r.metric = "promotion";
-    r.decided_ns = at;
+    store::TransitionRecord r;
+    r.model_id = request.model_id;
+    r.model_version = version;
+    r.seq = ++seq;
+    r.from_status = f;
+    r.to_status = t;
+    r.actor = who;
+    r.decided_ns = wall_ns();
+    r.gate_id = gate_id;
+    r.reason = reason;
+    out.audit.push_back(transition_json(r));
     rows.push_back(std::move(r));
-    out.audit.push_back(j);
   };
   // Where each version of this model last moved, from the audit records.
   std::map<std::string, std::string> last_to;
-  for (const auto& row : model_audit) {
-    if (auto e = parse_audit(row)) last_to[e->version] = e->to;
-  }
+  for (const auto& t : model_audit) last_to[t.model_version] = t.to_status;
   auto refuse = [&](int status, std::string why) {
     out.http_status = status;
     out.error = std::move(why);
@@ -329,9 +288,8 @@ PromoteOutcome EvalService::promote(const PromoteRequest& request) {
     // The previous production version: the one most recently retired by a promotion to production.
     std::string previous;
     for (auto it = model_audit.rbegin(); it != model_audit.rend() && previous.empty(); ++it) {
-      auto e = parse_audit(*it);
-      if (e && e->to == "retired" && e->version != request.version && last_to[e->version] == "retired")
-        previous = e->version;
+      if (it->to_status == "retired" && it->model_version != request.version && last_to[it->model_version] == "retired")
+        previous = it->model_version;
     }
     if (previous.empty())
       return refuse(409, "no previous production version of " + request.model_id + " to roll back to");
@@ -340,7 +298,7 @@ PromoteOutcome EvalService::promote(const PromoteRequest& request) {
     try {
       store_->evals->set_model_version_status(request.model_id, request.version, "rolled_back");
       store_->evals->set_model_version_status(request.model_id, previous, "production");
-      store_->evals->write_gate_rows(rows);
+      store_->evals->write_transitions(rows);
     } catch (const store::StoreError& e) {
       return refuse(503, std::string("the promotion could not be stored: ") + e.what());
     }
@@ -379,7 +337,7 @@ PromoteOutcome EvalService::promote(const PromoteRequest& request) {
     } else {
       for (const auto& e : view->evaluations) {
         for (const auto& r : store_->evals->gate_rows_of_evaluation(e.evaluation_id)) {
-          if (!r.metric.empty() || r.gate_id.rfind("g-", 0) != 0) continue;
+          if (!r.metric.empty() || r.decision_json.empty()) continue;
           if (!decision || r.decided_ns > decision->decided_ns) decision = r;
         }
       }
@@ -391,7 +349,7 @@ PromoteOutcome EvalService::promote(const PromoteRequest& request) {
       json::Value v;
       json::ParseError err;
       std::string verdict = "not PASS";
-      if (json::parse(decision->benchmark, &v, &err) && v.type == json::Value::Type::kObject) {
+      if (json::parse(decision->decision_json, &v, &err) && v.type == json::Value::Type::kObject) {
         if (const json::Value* vv = v.find("verdict"); vv && vv->type == json::Value::Type::kString) verdict = vv->text;
         if (const json::Value* rs = v.find("reasons"); rs && rs->type == json::Value::Type::kArray) {
           for (const auto& r : rs->items) {
@@ -413,7 +371,7 @@ PromoteOutcome EvalService::promote(const PromoteRequest& request) {
   try {
     store_->evals->set_model_version_status(request.model_id, request.version, request.to);
     if (!retired.empty()) store_->evals->set_model_version_status(request.model_id, retired, "retired");
-    store_->evals->write_gate_rows(rows);
+    store_->evals->write_transitions(rows);
   } catch (const store::StoreError& e) {
     return refuse(503, std::string("the promotion could not be stored: ") + e.what());
   }

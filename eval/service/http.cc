@@ -3,6 +3,7 @@
 #include <climits>
 #include <set>
 
+#include "eval/service/records.h"
 #include "formats/json_reader.h"
 #include "formats/json_writer.h"
 #include "server/route.h"
@@ -326,7 +327,7 @@ void add_routes(api::ApiServer& server, EvalService& svc) {
                      w.end_array().key("gates").begin_array();
                      for (const auto& r : v->evaluations) {
                        for (const auto& g : s.evals->gate_rows_of_evaluation(r.evaluation_id)) {
-                         if (g.metric.empty() && g.gate_id.rfind("g-", 0) == 0) raw_json(w, &res.body, g.benchmark);
+                         if (g.metric.empty() && !g.decision_json.empty()) raw_json(w, &res.body, g.decision_json);
                        }
                      }
                      w.end_array().end_object();
@@ -342,8 +343,8 @@ void add_routes(api::ApiServer& server, EvalService& svc) {
                      Writer w(&res.body);
                      w.begin_object().key("modelVersion").str(model + ":" + version);
                      w.key("status").str(v->version.status).key("audit").begin_array();
-                     for (const auto& g : s.evals->gate_rows("audit/" + model + "/" + version)) {
-                       if (g.metric == "promotion") raw_json(w, &res.body, g.benchmark);
+                     for (const auto& t : s.evals->transitions(model, version)) {
+                       raw_json(w, &res.body, transition_json(t));
                      }
                      w.end_array().end_object();
                    });

@@ -235,7 +235,8 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
     CHECK(rows[0].evaluation_id == ev["v2"]);
     CHECK(rows[0].metric.empty());
     CHECK(rows[0].passed == std::optional<bool>(false));
-    CHECK(parse(rows[0].benchmark).find("gateId")->text == fail_id);
+    CHECK(parse(rows[0].decision_json).find("gateId")->text == fail_id);
+    CHECK(rows[0].benchmark == rows[1].benchmark);  // the candidate's benchmark
     CHECK(rows[1].gate_id == fail_id + "/accuracy");
     CHECK(rows[1].metric == "accuracy");
     CHECK(rows[1].benchmark == "toy-bench");
