@@ -1,6 +1,7 @@
 // runlens eval: the evaluation service's command group. This file holds the
 // group and the commands that talk to a running `runlens serve` over its
-// HTTP API (docs/api.md): submit, show, why, register. Errors a user can act
+// HTTP API (docs/api.md): submit, show, why, register, promote, and the
+// top-level `runlens gate`. Errors a user can act
 // on (the service unreachable, an unknown id, a bad flag) are one line each
 // naming what was asked; exit codes as docs/cli.md says (1 for a service
 // that is unreachable or answers an error, 2 for usage).
@@ -12,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -99,8 +101,9 @@ class ServiceClient {
   json::Value get(const std::string& path, const std::string& what) {
     return answer(client_->Get(path), "GET", path, what);
   }
-  json::Value post(const std::string& path, const std::string& body, const std::string& what) {
-    return answer(client_->Post(path, body, "application/json"), "POST", path, what);
+  json::Value post(const std::string& path, const std::string& body, const std::string& what,
+                   const httplib::Headers& headers = {}) {
+    return answer(client_->Post(path, headers, body, "application/json"), "POST", path, what);
   }
   const std::string& server() const { return server_; }
 
@@ -133,6 +136,12 @@ class ServiceClient {
         if (const json::Value* e = body.find("error")) detail = plain(*e);
       }
       if (detail.empty()) detail = res->body.substr(0, 200);
+      if (parsed) {
+        // A refused promotion names the failed gate's reasons: one a line.
+        if (const json::Value* rs = body.find("reasons"); rs && rs->type == json::Value::Type::kArray) {
+          for (const auto& r : rs->items) detail += "\n  " + plain(r);
+        }
+      }
       if (res->status == 404) throw ServiceError{kExitFailure, "no " + what + " at " + server_ + ": " + detail};
       throw ServiceError{kExitFailure,
                          std::string(method) + " " + path + " answered " + std::to_string(res->status) + ": " + detail};
@@ -381,7 +390,117 @@ int register_checkpoint(RegisterFlags f) {
   return kExitOk;
 }
 
+// POST /v1/gates/evaluate's decision, human-readable: the verdict line,
+// then one row per gated metric (improvement-oriented difference: > 0 means
+// the candidate is better), then the reasons.
+std::string format_gate(const json::Value& d) {
+  std::string out = "gate " + member_text(d, "gateId") + " " + member_text(d, "policy") + " v" +
+                    member_text(d, "policy_version") + ": " + member_text(d, "verdict") + "\n";
+  out += "  candidate " + member_text(d, "candidate_evaluation") + ", baseline " +
+         member_text(d, "baseline_evaluation") + ", " + member_text(d, "items") + " paired items, alpha " +
+         member_text(d, "alpha") + "\n";
+  auto num = [](const json::Value* v) {
+    if (!v || v->type == json::Value::Type::kNull) return std::string("-");
+    if (v->type != json::Value::Type::kNumber) return plain(*v);
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", v->number);
+    return std::string(b);
+  };
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "  %-16s %-11s %10s %10s %11s %10s %10s %8s  %s\n", "metric", "dimension", "candidate",
+                "baseline", "difference", "se", "bound", "margin", "verdict");
+  out += buf;
+  if (const json::Value* ms = d.find("metrics"); ms && ms->type == json::Value::Type::kArray) {
+    for (const auto& m : ms->items) {
+      std::snprintf(buf, sizeof buf, "  %-16s %-11s %10s %10s %11s %10s %10s %8s  %s\n",
+                    member_text(m, "metric").c_str(), member_text(m, "dimension").c_str(),
+                    num(m.find("candidate")).c_str(), num(m.find("baseline")).c_str(),
+                    num(m.find("difference")).c_str(), num(m.find("std_error")).c_str(), num(m.find("lower")).c_str(),
+                    num(m.find("margin")).c_str(), member_text(m, "verdict").c_str());
+      out += buf;
+    }
+  }
+  if (const json::Value* rs = d.find("reasons"); rs && rs->type == json::Value::Type::kArray && !rs->items.empty()) {
+    out += "reasons\n";
+    for (const auto& r : rs->items) out += "  " + plain(r) + "\n";
+  }
+  return out;
+}
+
+struct GateFlags : ServiceFlags {
+  std::string policy, candidate, baseline;
+  bool json = false;
+};
+
+// Exit 0 on PASS, 1 on FAIL or INCONCLUSIVE (a script can gate on it).
+int gate(const GateFlags& f) {
+  ServiceClient c(f.server);
+  std::string body;
+  json::Writer w(&body);
+  w.begin_object().key("policy").str(f.policy).key("candidate").str(f.candidate);
+  if (!f.baseline.empty()) w.key("baseline").str(f.baseline);
+  w.end_object();
+  json::Value d = c.post("/v1/gates/evaluate", body, "gate policy or evaluation");
+  std::printf("%s", f.json ? (compact(d) + "\n").c_str() : format_gate(d).c_str());
+  return member_text(d, "verdict") == "PASS" ? kExitOk : kExitFailure;
+}
+
+struct PromoteFlags : ServiceFlags {
+  std::string model_version, to, gate_id, user;
+};
+
+int promote(const PromoteFlags& f) {
+  check_model_version(f.model_version);
+  const size_t colon = f.model_version.find(':');
+  const std::string model = f.model_version.substr(0, colon), version = f.model_version.substr(colon + 1);
+  ServiceClient c(f.server);
+  std::string body;
+  json::Writer w(&body);
+  w.begin_object().key("to").str(f.to);
+  if (!f.gate_id.empty()) w.key("gateId").str(f.gate_id);
+  w.end_object();
+  std::string user = f.user;
+  if (user.empty()) {
+    if (const char* u = std::getenv("USER"); u && *u) user = u;
+  }
+  httplib::Headers h;
+  if (!user.empty()) h.emplace("X-Runlens-User", user);
+  json::Value ans = c.post("/v1/models/" + url_escape(model) + "/versions/" + url_escape(version) + "/promote", body,
+                           "model version " + f.model_version, h);
+  if (const json::Value* a = ans.find("audit"); a && a->type == json::Value::Type::kArray) {
+    for (const auto& r : a->items) {
+      std::string line = member_text(r, "modelVersion") + ": " + member_text(r, "from") + " -> " +
+                         member_text(r, "to") + " by " + member_text(r, "user");
+      if (const json::Value* g = r.find("gateId"); g && g->type == json::Value::Type::kString)
+        line += " (gate " + g->text + ")";
+      if (std::string why = member_text(r, "reason"); !why.empty()) line += ": " + why;
+      std::printf("%s\n", line.c_str());
+    }
+  }
+  return kExitOk;
+}
+
 }  // namespace
+
+Command add_gate(CLI::App& app) {
+  auto f = std::make_shared<GateFlags>();
+  auto* sub = app.add_subcommand(
+      "gate", "Apply a quality-gate policy to a candidate and a baseline evaluation (POST /v1/gates/evaluate)");
+  add_server_flag(sub, f.get());
+  sub->add_option("--policy", f->policy, "Gate policy name (GET /v1/gates)")->required();
+  sub->add_option("--candidate", f->candidate, "The candidate's evaluation id")->required();
+  sub->add_option("--baseline", f->baseline,
+                  "The baseline's evaluation id (default: the model's production version's evaluation of the suite)");
+  sub->add_flag("--json", f->json, "Print the service's JSON decision as it is");
+  return {sub, [f] {
+            try {
+              return gate(*f);
+            } catch (const ServiceError& e) {
+              std::fprintf(stderr, "runlens gate: %s\n", e.message.c_str());
+              return e.exit_code;
+            }
+          }};
+}
 
 Command add_eval(CLI::App& app) {
   auto* group = app.add_subcommand("eval", "The evaluation service: workers, submissions, results (docs/cli.md)");
@@ -429,6 +548,18 @@ Command add_eval(CLI::App& app) {
   reg->add_option("--parent", rf->parent, "The checkpoint it was trained from");
   reg->add_option("--model-version", rf->model_version, "MODEL:VERSION it is")->required();
   subs.push_back({reg, [rf] { return with_service("register", [&] { return register_checkpoint(*rf); }); }});
+
+  auto pf = std::make_shared<PromoteFlags>();
+  auto* prom = group->add_subcommand(
+      "promote", "Move a model version to a status (POST /v1/models/{id}/versions/{v}/promote); audited");
+  add_server_flag(prom, pf.get());
+  prom->add_option("--model-version", pf->model_version, "MODEL:VERSION")->required();
+  prom->add_option("--to", pf->to, "evaluated, gated, canary, production, or rollback")
+      ->required()
+      ->check(CLI::IsMember({"evaluated", "gated", "canary", "production", "rollback"}));
+  prom->add_option("--gate", pf->gate_id, "The gate decision to rely on (default: the version's latest)");
+  prom->add_option("--user", pf->user, "Who promotes, as recorded in the audit (default: $USER)");
+  subs.push_back({prom, [pf] { return with_service("promote", [&] { return promote(*pf); }); }});
 
   subs.push_back(add_eval_score(*group));
   return {group, [subs] {

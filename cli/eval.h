@@ -1,9 +1,9 @@
 // The `runlens eval` command group (docs/cli.md): one file per part.
 //   cli/eval.cc         the group, and the commands that talk to the service's HTTP API
-//                       (submit, show, why, register; cpp-httplib's client)
+//                       (submit, show, why, register, promote, and `runlens gate`; cpp-httplib's client)
 //   cli/eval_score.cc   score: per-item statistics aggregated offline with eval::Aggregator
 //   cli/eval_worker.cc  worker: the instant runner, or exec of the Python worker
-// Internal to cli/: main.cc sees only add_eval() (cli/commands.h).
+// Internal to cli/: main.cc sees only add_eval() and add_gate() (cli/commands.h).
 #pragma once
 
 #include <string>

@@ -23,6 +23,7 @@ struct ServeFlags {
   StoreFlags store;
   api::ServeOptions options;
   std::vector<std::string> suites;
+  std::vector<std::string> gates;
   std::string workers = "tcp://127.0.0.1:5571";
   int64_t heartbeat_timeout_ms = 10000;
   bool create = false;
@@ -30,6 +31,9 @@ struct ServeFlags {
 
 #ifndef RUNLENS_DEFAULT_SUITES
 #define RUNLENS_DEFAULT_SUITES ""
+#endif
+#ifndef RUNLENS_DEFAULT_GATES
+#define RUNLENS_DEFAULT_GATES ""
 #endif
 
 int serve(ServeFlags& f) {
@@ -66,6 +70,12 @@ int serve(ServeFlags& f) {
     if (std::string d = RUNLENS_DEFAULT_SUITES; !d.empty() && std::filesystem::is_directory(d, ec))
       so.suite_paths.push_back(d);
   }
+  so.gate_paths = f.gates;
+  if (so.gate_paths.empty()) {
+    std::error_code ec;
+    if (std::string d = RUNLENS_DEFAULT_GATES; !d.empty() && std::filesystem::is_directory(d, ec))
+      so.gate_paths.push_back(d);
+  }
   so.endpoint = f.workers;
   so.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
   so.heartbeat_ms = std::max<int64_t>(10, std::min<int64_t>(1000, f.heartbeat_timeout_ms / 5));
@@ -76,6 +86,8 @@ int serve(ServeFlags& f) {
     return kExitUsage;
   }
   for (const auto& p : service.suite_problems()) std::fprintf(stderr, "runlens serve: suite skipped: %s\n", p.c_str());
+  for (const auto& p : service.gate_problems())
+    std::fprintf(stderr, "runlens serve: gate policy skipped: %s\n", p.c_str());
   for (const auto& n : service.resume_notes()) std::fprintf(stderr, "runlens serve: restart: %s\n", n.c_str());
   api::ApiServer server(o);
   eval::service::add_routes(server, service);
@@ -106,6 +118,9 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--suites", f->suites,
                   "Evaluation suites: a directory of *.yaml or a suite file (repeatable; default: the source tree's "
                   "configs/eval)");
+  sub->add_option("--gates", f->gates,
+                  "Quality-gate policies: a directory of *.yaml or a policy file (repeatable; default: the source "
+                  "tree's configs/gates)");
   sub->add_option("--workers", f->workers,
                   "ZeroMQ endpoint evaluation workers connect to (tcp://127.0.0.1:0: any port)")
       ->capture_default_str();

@@ -528,6 +528,35 @@ struct PendingCheckpoint {
   std::string model_id;  // the run's model_id; empty when the run has none
 };
 
+// A row of quality_gates (docs/storage.md). Two kinds, told apart by gate_id:
+//  - a decision: gate_id "g-...", evaluation_id the candidate evaluation,
+//    benchmark the candidate's benchmark (empty: NULL), decision_json the
+//    decision's JSON (GateDecision::to_json plus gateId and decidedNs),
+//    metric empty, threshold the policy's alpha, passed whether it PASSed;
+//  - a gated metric of a decision: gate_id "g-.../METRIC", metric its name,
+//    observed the improvement-oriented difference, threshold -margin (or the
+//    cap of a cap-only safety gate), passed whether the metric PASSed,
+//    decision_json empty.
+struct GateRow {
+  std::string gate_id, evaluation_id, benchmark, metric;
+  std::optional<double> threshold, observed;
+  std::optional<bool> passed;
+  int64_t decided_ns = 0;
+  std::string decision_json;
+};
+
+// A row of model_version_transitions (docs/storage.md): one move of a model
+// version's promotion status. seq numbers the moves of one model (all its
+// versions) from 1; gate_id is the gate decision the move relied on (empty:
+// none), actor who asked for it.
+struct TransitionRecord {
+  std::string model_id, model_version;
+  int64_t seq = 0;
+  std::string from_status, to_status, actor;
+  int64_t decided_ns = 0;
+  std::string gate_id, reason;
+};
+
 struct ModelVersionView {
   ModelVersionRecord version;
   std::vector<EvaluationRecord> evaluations;  // by evaluation_id
@@ -583,6 +612,19 @@ class EvalStore {
   virtual void mark_checkpoint_registered(const std::string& run_id, const std::string& checkpoint_id) = 0;
   virtual std::optional<DatasetVersionRecord> dataset_version(const std::string& dataset_id,
                                                               const std::string& version) = 0;
+
+  // Quality-gate rows (GateRow): written (inserted or replaced) in one
+  // transaction; read back by gate_id (the row itself and the rows under
+  // "GATE_ID/"), or by evaluation_id, each ordered by decided_ns then gate_id.
+  virtual void write_gate_rows(const std::vector<GateRow>& rows) = 0;
+  virtual std::vector<GateRow> gate_rows(const std::string& gate_id) = 0;
+  virtual std::vector<GateRow> gate_rows_of_evaluation(const std::string& evaluation_id) = 0;
+
+  // The promotion audit (TransitionRecord): written (inserted or replaced) in
+  // one transaction; read back for one version of a model, or for all its
+  // versions when `version` is empty, ordered by seq.
+  virtual void write_transitions(const std::vector<TransitionRecord>& records) = 0;
+  virtual std::vector<TransitionRecord> transitions(const std::string& model_id, const std::string& version) = 0;
 };
 
 struct Store {

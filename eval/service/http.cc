@@ -3,6 +3,7 @@
 #include <climits>
 #include <set>
 
+#include "eval/service/records.h"
 #include "formats/json_reader.h"
 #include "formats/json_writer.h"
 #include "server/route.h"
@@ -323,8 +324,87 @@ void add_routes(api::ApiServer& server, EvalService& svc) {
                        metrics_array(w, s.evals->evaluation(r.evaluation_id)->metrics);
                        w.end_object();
                      }
+                     w.end_array().key("gates").begin_array();
+                     for (const auto& r : v->evaluations) {
+                       for (const auto& g : s.evals->gate_rows_of_evaluation(r.evaluation_id)) {
+                         if (g.metric.empty() && !g.decision_json.empty()) raw_json(w, &res.body, g.decision_json);
+                       }
+                     }
                      w.end_array().end_object();
                    });
+
+  server.add_route("GET", R"(/v1/models/([^/]+)/versions/([^/]+)/audit)",
+                   [service](const HttpRequest& req, HttpResponse& res) {
+                     api::Args(req.params, {});
+                     store::Store s = open_read(service->store_url());
+                     const std::string model = req.matches.at(1), version = req.matches.at(2);
+                     auto v = s.evals->model_version(model, version);
+                     if (!v) throw HttpError{404, "unknown model version '" + model + ":" + version + "'"};
+                     Writer w(&res.body);
+                     w.begin_object().key("modelVersion").str(model + ":" + version);
+                     w.key("status").str(v->version.status).key("audit").begin_array();
+                     for (const auto& t : s.evals->transitions(model, version)) {
+                       raw_json(w, &res.body, transition_json(t));
+                     }
+                     w.end_array().end_object();
+                   });
+
+  server.add_route("POST", R"(/v1/models/([^/]+)/versions/([^/]+)/promote)",
+                   [service](const HttpRequest& req, HttpResponse& res) {
+                     json::Value b = body_object(req);
+                     PromoteRequest r;
+                     r.model_id = req.matches.at(1);
+                     r.version = req.matches.at(2);
+                     r.to = body_string(b, "to", true);
+                     r.gate_id = body_string(b, "gateId", false);
+                     if (auto h = req.headers.find("X-Runlens-User"); h != req.headers.end()) r.user = h->second;
+                     PromoteOutcome o = service->promote(r);
+                     Writer w(&res.body);
+                     res.status = o.http_status;
+                     if (!o.error.empty()) {
+                       if (o.reasons.empty() && o.gate_id.empty()) throw HttpError{o.http_status, o.error};
+                       w.begin_object().key("error").str(o.error).key("status").integer(o.http_status);
+                       opt_str(w, "gateId", o.gate_id);
+                       w.key("reasons").begin_array();
+                       for (const auto& x : o.reasons) w.str(x);
+                       w.end_array().end_object();
+                       return;
+                     }
+                     w.begin_object().key("modelVersion").str(r.model_id + ":" + r.version).key("to");
+                     w.str(r.to == "rollback" ? std::string("rolled_back") : r.to);
+                     opt_str(w, "gateId", o.gate_id);
+                     w.key("audit").begin_array();
+                     for (const auto& a : o.audit) raw_json(w, &res.body, a);
+                     w.end_array().end_object();
+                   });
+
+  server.add_route("GET", "/v1/gates", [service](const HttpRequest& req, HttpResponse& res) {
+    api::Args(req.params, {});
+    Writer w(&res.body);
+    w.begin_object().key("gates").begin_array();
+    for (const auto& g : service->gates()) {
+      w.begin_object().key("name").str(g.name).key("file").str(g.file).key("version").str(g.version);
+      opt_str(w, "suite", g.suite);
+      w.key("description").str(g.description).key("alpha").num(g.alpha).key("metrics").begin_array();
+      for (const auto& m : g.metrics) w.str(m);
+      w.end_array().end_object();
+    }
+    w.end_array().key("problems").begin_array();
+    for (const auto& p : service->gate_problems()) w.str(p);
+    w.end_array().end_object();
+  });
+
+  server.add_route("POST", "/v1/gates/evaluate", [service](const HttpRequest& req, HttpResponse& res) {
+    json::Value b = body_object(req);
+    GateRequest r;
+    r.policy = body_string(b, "policy", true);
+    r.candidate = body_string(b, "candidate", true);
+    r.baseline = body_string(b, "baseline", false);  // default: the model's production version
+    GateOutcome o = service->evaluate_gate(r);
+    if (!o.error.empty()) throw HttpError{o.http_status, o.error};
+    res.status = 201;
+    res.body = o.json;
+  });
 
   server.add_route("POST", "/v1/checkpoints", [service](const HttpRequest& req, HttpResponse& res) {
     // No query check: a client that posts JSON as a form (curl -d) has it parsed into params too.

@@ -5,8 +5,23 @@
 #include <ctime>
 
 #include "formats/json_reader.h"
+#include "formats/json_writer.h"
 
 namespace runlens::eval::service {
+
+std::string transition_json(const store::TransitionRecord& t) {
+  std::string j;
+  json::Writer w(&j);
+  w.begin_object().key("modelVersion").str(t.model_id + ":" + t.model_version).key("version").str(t.model_version);
+  w.key("from").str(t.from_status).key("to").str(t.to_status).key("user").str(t.actor);
+  w.key("atNs").integer(t.decided_ns).key("gateId");
+  if (t.gate_id.empty())
+    w.null();
+  else
+    w.str(t.gate_id);
+  w.key("reason").str(t.reason).end_object();
+  return j;
+}
 
 store::EvaluationRecord to_record(const EvaluationRun& r) {
   store::EvaluationRecord s;

@@ -22,6 +22,10 @@ std::optional<EvalStatus> parse_status(const std::string& name);  // "QUEUED" ->
 // "" when the run may be written, else the store's message naming the missing fields.
 std::string check_writable(const EvaluationRun& run);
 
+// A promotion audit record's JSON (docs/api.md, GET .../audit): modelVersion,
+// version, from, to, user, atNs, gateId (null when none), reason.
+std::string transition_json(const store::TransitionRecord& t);
+
 // Metrics: a NaN standard error (not defined) is stored as absent, and back.
 std::vector<store::MetricValue> to_values(const std::vector<MetricResult>& metrics);
 std::vector<MetricResult> from_values(const std::vector<store::MetricValue>& values);

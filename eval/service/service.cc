@@ -194,6 +194,13 @@ void EvalService::load_suites() {
   }
 }
 
+const Suite* EvalService::find_suite(const std::string& name) const {
+  for (const auto& l : suites_) {
+    if (l->suite.name == name) return &l->suite;
+  }
+  return nullptr;
+}
+
 std::string EvalService::check_dataset(LoadedSuite& l) {
   Suite& s = l.suite;
   const std::string path = s.dataset_path();
@@ -254,6 +261,7 @@ std::string EvalService::check_dataset(LoadedSuite& l) {
 
 bool EvalService::start(std::string* error) {
   load_suites();
+  load_gates();
   try {
     store_ = std::make_unique<store::Store>(store::open_store(options_.store_url));
   } catch (const store::StoreError& e) {

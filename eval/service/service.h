@@ -23,6 +23,8 @@
 #include <vector>
 
 #include "eval/aggregator.h"
+#include "eval/gate.h"
+#include "eval/gate_policy.h"
 #include "eval/registry.h"
 #include "eval/scheduler.h"
 #include "eval/suite.h"
@@ -34,6 +36,7 @@ namespace runlens::eval::service {
 struct ServiceOptions {
   std::string store_url;                 // read-write: the service writes the evaluation tables
   std::vector<std::string> suite_paths;  // directories of *.yaml, or suite files
+  std::vector<std::string> gate_paths;   // gate policies: directories of *.yaml, or policy files
   std::string endpoint = "tcp://127.0.0.1:5571";
   int64_t heartbeat_ms = 1000;  // what workers are told (welcome)
   int64_t heartbeat_timeout_ms = 10000;
@@ -91,6 +94,50 @@ struct WorkerRow {
   wire::Libraries libraries;
 };
 
+// POST /v1/gates/evaluate: a gate policy applied to two evaluations' stored items.
+struct GateRequest {
+  std::string policy;               // the policy's name (`gate:`)
+  std::string candidate, baseline;  // evaluation ids; no baseline: the production version's (its latest
+                                    // COMPLETED or CACHED evaluation of the candidate's suite)
+};
+
+struct GateOutcome {
+  int http_status = 201;  // 404 (unknown policy or evaluation), 409 (refused: not comparable)
+  std::string error;
+  std::string gate_id;
+  std::string json;  // the stored decision: GateDecision::to_json() with "gateId" and "decidedNs"
+  GateDecision decision;
+};
+
+// The statuses a model version moves through (docs/evaluation-service.md,
+// "Gates and promotion"); "registered" (a version no one promoted yet) is a candidate.
+inline const std::vector<std::string>& promotion_statuses() {
+  static const std::vector<std::string> s = {"candidate", "evaluated", "gated", "canary", "production"};
+  return s;
+}
+
+// POST /v1/models/{id}/versions/{v}/promote.
+struct PromoteRequest {
+  std::string model_id, version;
+  std::string to;       // evaluated, gated, canary, production, or rollback
+  std::string gate_id;  // optional: the decision to rely on (default: the version's latest)
+  std::string user;     // as declared by the caller; "anonymous" when empty
+};
+
+struct PromoteOutcome {
+  int http_status = 200;  // 400 (bad status), 404 (unknown version or gate), 409 (refused)
+  std::string error;
+  std::vector<std::string> reasons;  // a refused gate's reasons
+  std::string gate_id;               // the decision relied on, or the refusing one
+  std::vector<std::string> audit;    // the audit records written (JSON), in order
+};
+
+struct GateInfo {
+  std::string name, file, version, suite, description;
+  double alpha = 0;
+  std::vector<std::string> metrics;  // "quality/accuracy", in policy order
+};
+
 struct ServiceCounters {
   int64_t messages = 0, bad_messages = 0, assigned = 0, accepted = 0, duplicates = 0, rejected = 0, failed = 0;
   int64_t items = 0;  // items of accepted results
@@ -127,12 +174,22 @@ class EvalService {
   // Whether the evaluation is open (not terminal) in this process.
   bool is_open(const std::string& evaluation_id);
 
+  // Quality gates and promotion (docs/evaluation-service.md, "Gates and promotion").
+  std::vector<GateInfo> gates();
+  std::vector<std::string> gate_problems() const { return gate_problems_; }
+  GateOutcome evaluate_gate(const GateRequest& request);
+  PromoteOutcome promote(const PromoteRequest& request);
+
  private:
   struct LoadedSuite;
   struct Open;
   struct WorkerInfo;
 
   void load_suites();
+  void load_gates();
+  const Suite* find_suite(const std::string& name) const;
+  // One evaluation's side of a gate from its stored items (a whole-cache hit's are its source's).
+  bool gate_side(const std::string& evaluation_id, GateSide* side, const Suite** suite, GateOutcome* out);
   void run();
   void handle(const std::string& identity, std::string_view bytes);
   void on_hello(const std::string& identity, const wire::Hello& m);
@@ -166,6 +223,8 @@ class EvalService {
   std::string endpoint_;
   std::vector<std::string> suite_problems_;
   std::vector<std::unique_ptr<LoadedSuite>> suites_;
+  std::vector<GatePolicy> gates_;
+  std::vector<std::string> gate_problems_;
   std::unique_ptr<store::Store> store_;
   Scheduler scheduler_;
   std::map<std::string, std::unique_ptr<Open>> open_;

@@ -409,6 +409,49 @@ CREATE TABLE evaluation_cache (
 CREATE INDEX evaluation_cache_by_evaluation ON evaluation_cache (evaluation_id);
 )sql";
 
+// Version 4: gate decisions and the promotion audit get their own columns.
+// quality_gates.decision_json holds a decision row's JSON (v3 kept it in
+// `benchmark`, which holds the candidate's benchmark again), and
+// model_version_transitions holds the promotion audit (v3 kept it as
+// quality_gates rows with gate_id "audit/MODEL/VERSION/NNNNNN", metric
+// "promotion" and the record's JSON in `benchmark`); those rows move over.
+constexpr const char* kV4 = R"sql(
+ALTER TABLE quality_gates ADD COLUMN decision_json TEXT;
+UPDATE quality_gates
+  SET decision_json = benchmark,
+      benchmark = (SELECT e.benchmark FROM evaluation_runs e WHERE e.evaluation_id = quality_gates.evaluation_id)
+  WHERE substr(gate_id, 1, 2) = 'g-' AND instr(gate_id, '/') = 0 AND coalesce(metric, '') = '';
+CREATE TABLE model_version_transitions (
+  model_id TEXT NOT NULL,
+  model_version TEXT NOT NULL,
+  seq INTEGER NOT NULL,
+  from_status TEXT NOT NULL,
+  to_status TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  decided_ns INTEGER NOT NULL,
+  gate_id TEXT,
+  reason TEXT,
+  PRIMARY KEY (model_id, model_version, seq)
+) WITHOUT ROWID;
+CREATE INDEX model_version_transitions_by_seq ON model_version_transitions (model_id, seq);
+INSERT OR REPLACE INTO model_version_transitions
+    (model_id, model_version, seq, from_status, to_status, actor, decided_ns, gate_id, reason)
+  SELECT substr(json_extract(benchmark, '$.modelVersion'), 1,
+                length(json_extract(benchmark, '$.modelVersion')) - length(json_extract(benchmark, '$.version')) - 1),
+         json_extract(benchmark, '$.version'),
+         CAST(substr(gate_id, length(gate_id) - 5) AS INTEGER),
+         coalesce(json_extract(benchmark, '$.from'), ''),
+         coalesce(json_extract(benchmark, '$.to'), ''),
+         coalesce(json_extract(benchmark, '$.user'), ''),
+         coalesce(decided_ns, json_extract(benchmark, '$.atNs'), 0),
+         nullif(json_extract(benchmark, '$.gateId'), ''),
+         json_extract(benchmark, '$.reason')
+  FROM quality_gates
+  WHERE substr(gate_id, 1, 6) = 'audit/' AND metric = 'promotion' AND json_valid(benchmark)
+    AND json_extract(benchmark, '$.version') IS NOT NULL AND json_extract(benchmark, '$.modelVersion') IS NOT NULL;
+DELETE FROM quality_gates WHERE substr(gate_id, 1, 6) = 'audit/' AND metric = 'promotion';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& sqlite_migrations() {
@@ -419,6 +462,7 @@ const std::vector<Migration>& sqlite_migrations() {
        "evaluation store: registry (models, versions, checkpoints, datasets, benchmarks), provenance, shards, items, "
        "metrics, cache",
        kV3},
+      {4, "gate decisions (quality_gates.decision_json), the promotion audit (model_version_transitions)", kV4},
   };
   return migrations;
 }

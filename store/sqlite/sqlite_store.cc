@@ -2122,7 +2122,110 @@ class SqliteEvalStore final : public EvalStore {
     return DatasetVersionRecord{q.text(0), q.text(1), q.text(2), q.i64(3)};
   }
 
+  void write_gate_rows(const std::vector<GateRow>& rows) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    for (const auto& r : rows) {
+      Query(db,
+            "INSERT OR REPLACE INTO quality_gates (gate_id, evaluation_id, benchmark, threshold, passed, metric, "
+            "observed, decided_ns, decision_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(r.gate_id)
+          .arg(r.evaluation_id)
+          .opt_text(r.benchmark)
+          .opt(r.threshold)
+          .opt(r.passed)
+          .opt_text(r.metric)
+          .opt(r.observed)
+          .arg(r.decided_ns ? r.decided_ns : now_ns())
+          .opt_text(r.decision_json)
+          .run();
+    }
+    tx.commit();
+  }
+
+  std::vector<GateRow> gate_rows(const std::string& gate_id) override {
+    Query q(*db_,
+            "SELECT gate_id, evaluation_id, coalesce(benchmark, ''), threshold, passed, coalesce(metric, ''), "
+            "observed, coalesce(decided_ns, 0), coalesce(decision_json, '') FROM quality_gates WHERE gate_id = ?1 OR "
+            "substr(gate_id, 1, "
+            "length(?1) + 1) = ?1 || '/' ORDER BY decided_ns, gate_id");
+    q.arg(gate_id);
+    return read_gate_rows(q);
+  }
+
+  std::vector<GateRow> gate_rows_of_evaluation(const std::string& evaluation_id) override {
+    Query q(*db_,
+            "SELECT gate_id, evaluation_id, coalesce(benchmark, ''), threshold, passed, coalesce(metric, ''), "
+            "observed, coalesce(decided_ns, 0), coalesce(decision_json, '') FROM quality_gates WHERE evaluation_id = ? "
+            "ORDER BY decided_ns, "
+            "gate_id");
+    q.arg(evaluation_id);
+    return read_gate_rows(q);
+  }
+
+  void write_transitions(const std::vector<TransitionRecord>& records) override {
+    Db& db = *db_;
+    Transaction tx(db);
+    for (const auto& t : records) {
+      Query(db,
+            "INSERT OR REPLACE INTO model_version_transitions (model_id, model_version, seq, from_status, "
+            "to_status, actor, decided_ns, gate_id, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+          .arg(t.model_id)
+          .arg(t.model_version)
+          .arg(t.seq)
+          .arg(t.from_status)
+          .arg(t.to_status)
+          .arg(t.actor)
+          .arg(t.decided_ns ? t.decided_ns : now_ns())
+          .opt_text(t.gate_id)
+          .opt_text(t.reason)
+          .run();
+    }
+    tx.commit();
+  }
+
+  std::vector<TransitionRecord> transitions(const std::string& model_id, const std::string& version) override {
+    Query q(*db_,
+            "SELECT model_id, model_version, seq, from_status, to_status, actor, decided_ns, coalesce(gate_id, ''), "
+            "coalesce(reason, '') FROM model_version_transitions WHERE model_id = ?1 AND (?2 = '' OR "
+            "model_version = ?2) ORDER BY seq, model_version");
+    q.arg(model_id).arg(version);
+    std::vector<TransitionRecord> out;
+    while (q.next()) {
+      TransitionRecord t;
+      t.model_id = q.text(0);
+      t.model_version = q.text(1);
+      t.seq = q.i64(2);
+      t.from_status = q.text(3);
+      t.to_status = q.text(4);
+      t.actor = q.text(5);
+      t.decided_ns = q.i64(6);
+      t.gate_id = q.text(7);
+      t.reason = q.text(8);
+      out.push_back(std::move(t));
+    }
+    return out;
+  }
+
  private:
+  static std::vector<GateRow> read_gate_rows(Query& q) {
+    std::vector<GateRow> out;
+    while (q.next()) {
+      GateRow r;
+      r.gate_id = q.text(0);
+      r.evaluation_id = q.text(1);
+      r.benchmark = q.text(2);
+      if (!q.is_null(3)) r.threshold = q.f64(3);
+      if (!q.is_null(4)) r.passed = q.i64(4) != 0;
+      r.metric = q.text(5);
+      if (!q.is_null(6)) r.observed = q.f64(6);
+      r.decided_ns = q.i64(7);
+      r.decision_json = q.text(8);
+      out.push_back(std::move(r));
+    }
+    return out;
+  }
+
   std::shared_ptr<Db> db_;
 };
 

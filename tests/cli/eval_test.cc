@@ -188,6 +188,37 @@ class FakeService {
       res.set_content(R"({"checkpointId":"ck-a","evaluations":[{"evaluationId":"ev-8","status":"QUEUED"}]})",
                       "application/json");
     });
+    server_.Post("/v1/gates/evaluate", [this](const httplib::Request& req, httplib::Response& res) {
+      record(req.body);
+      res.status = 201;
+      res.set_content(
+          R"({"gateId":"g-0123456789abcdef","decidedNs":1,"alpha":0.05,"baseline_evaluation":"ev-1",)"
+          R"("candidate_evaluation":"ev-2","hard_failure":false,"items":40,"metrics":[{"alpha":0.05,)"
+          R"("alpha_holm":0.05,"baseline":0.75,"candidate":0.4,"difference":-0.35,"dimension":"quality",)"
+          R"("direction":"higher_is_better","hard":false,"items_needed":0,"lower":-0.4789,"margin":0.05,)"
+          R"("method":"paired-mean","metric":"accuracy","n":40,"p_inferior":0.0001,"reason":"",)"
+          R"("std_error":0.07638,"upper":-0.2211,"verdict":"FAIL"}],"policy":"toy-release","policy_version":"3",)"
+          R"("reasons":["accuracy is shown inferior"],"refused":"","verdict":"FAIL"})",
+          "application/json");
+    });
+    server_.Post(
+        R"(/v1/models/([^/]+)/versions/([^/]+)/promote)", [this](const httplib::Request& req, httplib::Response& res) {
+          record(req.body);
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            last_user_ = req.get_header_value("X-Runlens-User");
+          }
+          if (req.body.find("\"gated\"") != std::string::npos) {
+            res.status = 409;
+            res.set_content(R"({"error":"cannot move m:v2 to gated: gate g-1 is FAIL","status":409,"gateId":"g-1",)"
+                            R"("reasons":["accuracy is shown inferior","f1 is inconclusive"]})",
+                            "application/json");
+            return;
+          }
+          res.set_content(R"({"modelVersion":"m:v2","to":"canary","gateId":"g-2","audit":[{"modelVersion":)"
+                          R"("m:v2","from":"gated","to":"canary","user":"dana","gateId":"g-2","reason":""}]})",
+                          "application/json");
+        });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -202,6 +233,10 @@ class FakeService {
     return last_body_;
   }
   int polls() const { return polls_; }
+  std::string last_user() {
+    std::lock_guard<std::mutex> l(mu_);
+    return last_user_;
+  }
 
  private:
   void record(const std::string& body) {
@@ -212,7 +247,7 @@ class FakeService {
   int port_ = 0;
   std::thread thread_;
   std::mutex mu_;
-  std::string last_body_;
+  std::string last_body_, last_user_;
   std::atomic<int> polls_{0};
 };
 
@@ -259,6 +294,38 @@ TEST_CASE("eval show, why and register against the service; --json prints the an
   CHECK(svc.last_body() == R"({"checkpointId":"ck-a","sha256":")" + sha + R"(","uri":"file://)" + file +
                                R"(","runId":"r918","step":1200,"parentId":"ck-0","modelVersion":"digits-mlp:v1"})");
   CHECK(reg.output == "registered checkpoint ck-a (sha256 " + sha + ") for digits-mlp:v1\n  ev-8 QUEUED\n");
+}
+
+TEST_CASE("gate prints the decision as a table and exits 1 on FAIL; eval promote sends the user, prints reasons") {
+  FakeService svc;
+  auto g = sh("gate --server " + svc.url() + " --policy toy-release --candidate ev-2 --baseline ev-1");
+  CHECK(g.code == 1);
+  CHECK(svc.last_body() == R"({"policy":"toy-release","candidate":"ev-2","baseline":"ev-1"})");
+  INFO(g.output);
+  CHECK(g.output ==
+        "gate g-0123456789abcdef toy-release v3: FAIL\n"
+        "  candidate ev-2, baseline ev-1, 40 paired items, alpha 0.05\n"
+        "  metric           dimension    candidate   baseline  difference         se      bound   margin  verdict\n"
+        "  accuracy         quality            0.4       0.75       -0.35    0.07638    -0.4789     0.05  FAIL\n"
+        "reasons\n"
+        "  accuracy is shown inferior\n");
+  auto gj = sh("gate --json --server " + svc.url() + " --policy toy-release --candidate ev-2 --baseline ev-1");
+  CHECK(gj.code == 1);
+  CHECK(gj.output.find(R"({"gateId":"g-0123456789abcdef",)") == 0);
+
+  auto refused = sh("eval promote --server " + svc.url() + " --model-version m:v2 --to gated --user erin");
+  CHECK(refused.code == 1);
+  CHECK(svc.last_user() == "erin");
+  CHECK(svc.last_body() == R"({"to":"gated"})");
+  CHECK(refused.output.find("runlens eval promote: POST /v1/models/m/versions/v2/promote answered 409: cannot move "
+                            "m:v2 to gated: gate g-1 is FAIL\n  accuracy is shown inferior\n  f1 is inconclusive\n") !=
+        std::string::npos);
+  auto ok = sh("eval promote --server " + svc.url() + " --model-version m:v2 --to canary --gate g-2 --user dana");
+  CHECK(ok.code == 0);
+  CHECK(svc.last_body() == R"({"to":"canary","gateId":"g-2"})");
+  CHECK(ok.output == "m:v2: gated -> canary by dana (gate g-2)\n");
+  auto bad = sh("eval promote --server " + svc.url() + " --model-version m:v2 --to shipped");
+  CHECK(bad.code == 2);
 }
 
 TEST_CASE("eval commands: unreachable service, 404 and bad flags are one clear line each") {

@@ -432,6 +432,88 @@ TEST_CASE("eval store: an evaluation, its shards, items, metrics and cache round
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("eval store: quality_gates rows round-trip; read by gate id (and its /children) or by evaluation") {
+  std::string dir = fresh_dir("eval-gates");
+  store::Store s = store::open_store(url_of(dir + "/e.db"));
+  auto& e = *s.evals;
+  store::GateRow d{"g-1", "e-2", "MMLU", "", 0.05, std::nullopt, false, 100, R"({"verdict":"FAIL"})"};
+  store::GateRow m{"g-1/accuracy", "e-2", "MMLU", "accuracy", -0.02, -0.35, false, 100, ""};
+  store::GateRow other{"g-10", "e-3", "", "", 0.05, std::nullopt, true, 0, "{}"};
+  e.write_gate_rows({m, d, other});
+  auto rows = e.gate_rows("g-1");
+  REQUIRE(rows.size() == 2);  // not g-10
+  CHECK(rows[0].gate_id == "g-1");
+  CHECK(rows[0].benchmark == "MMLU");
+  CHECK(rows[0].decision_json == R"({"verdict":"FAIL"})");
+  CHECK(rows[0].metric.empty());
+  CHECK(rows[0].threshold == std::optional<double>(0.05));
+  CHECK(!rows[0].observed);
+  CHECK(rows[0].passed == std::optional<bool>(false));
+  CHECK(rows[0].decided_ns == 100);
+  CHECK(rows[1].gate_id == "g-1/accuracy");
+  CHECK(rows[1].decision_json.empty());
+  CHECK(rows[1].observed == std::optional<double>(-0.35));
+  CHECK(rows[1].threshold == std::optional<double>(-0.02));
+  auto by_eval = e.gate_rows_of_evaluation("e-2");
+  REQUIRE(by_eval.size() == 2);
+  auto o = e.gate_rows("g-10");
+  REQUIRE(o.size() == 1);
+  CHECK(o[0].decided_ns > 0);  // 0: set by the store
+  CHECK(o[0].benchmark.empty());
+  {
+    SqliteFile f(dir + "/e.db");
+    CHECK(f.rows("SELECT gate_id, quote(benchmark), decision_json FROM quality_gates ORDER BY gate_id") ==
+          "g-1|'MMLU'|{\"verdict\":\"FAIL\"}\ng-1/accuracy|'MMLU'|NULL\ng-10|NULL|{}\n");
+  }
+  // Written again: replaced, not duplicated.
+  d.passed = true;
+  e.write_gate_rows({d});
+  rows = e.gate_rows("g-1");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].passed == std::optional<bool>(true));
+}
+
+TEST_CASE("eval store: model_version_transitions round-trip; read for one version or all of a model, by seq") {
+  std::string dir = fresh_dir("eval-transitions");
+  store::Store s = store::open_store(url_of(dir + "/e.db"));
+  auto& e = *s.evals;
+  store::TransitionRecord t1{"llama-x", "v142", 1, "registered", "evaluated", "alice", 100, "", ""};
+  store::TransitionRecord t2{"llama-x", "v141", 2, "production", "retired", "bob", 200, "", "superseded"};
+  store::TransitionRecord t3{"llama-x", "v142", 3, "canary", "production", "bob", 0, "g-1", ""};
+  store::TransitionRecord other{"llama-xl", "v142", 1, "registered", "evaluated", "carol", 50, "", ""};
+  e.write_transitions({t3, other, t1, t2});
+  auto v = e.transitions("llama-x", "v142");
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].seq == 1);
+  CHECK(v[0].from_status == "registered");
+  CHECK(v[0].to_status == "evaluated");
+  CHECK(v[0].actor == "alice");
+  CHECK(v[0].decided_ns == 100);
+  CHECK(v[0].gate_id.empty());
+  CHECK(v[1].seq == 3);
+  CHECK(v[1].gate_id == "g-1");
+  CHECK(v[1].decided_ns > 0);  // 0: set by the store
+  auto all = e.transitions("llama-x", "");
+  REQUIRE(all.size() == 3);  // not llama-xl
+  CHECK(all[1].model_version == "v141");
+  CHECK(all[1].reason == "superseded");
+  CHECK(e.transitions("llama", "").empty());
+  CHECK(e.gate_rows_of_evaluation("g-1").empty());  // no longer quality_gates rows
+  {
+    SqliteFile f(dir + "/e.db");
+    CHECK(f.rows("SELECT count(*) FROM quality_gates") == "0\n");
+    CHECK(f.rows("SELECT quote(gate_id), quote(reason) FROM model_version_transitions WHERE seq = 1 AND "
+                 "model_id = 'llama-x'") == "NULL|NULL\n");
+  }
+  // Written again: replaced, not duplicated.
+  t1.actor = "dave";
+  e.write_transitions({t1});
+  v = e.transitions("llama-x", "v142");
+  REQUIRE(v.size() == 2);
+  CHECK(v[0].actor == "dave");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("eval store: a replay writes a run while evaluations are written into the same store; nothing lost") {
   std::string dir = fresh_dir("eval-concurrent");
   synth::Options o = small_run("busy-run", 400, 5);

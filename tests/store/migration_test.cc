@@ -1,5 +1,5 @@
-// The versioned schema: stores written by the first and the second schema
-// versions (tests/store/data/runlens_v1.sql, runlens_v2.sql, frozen) are
+// The versioned schema: stores written by the first three schema versions
+// (tests/store/data/runlens_v1.sql, runlens_v2.sql, runlens_v3.sql, frozen) are
 // upgraded in place, their rows kept and backfilled; version 1 as the code builds it today is still the
 // schema that file was written with; newer or unmigrated stores are refused.
 #include <set>
@@ -16,6 +16,7 @@ namespace {
 
 const std::string kFixture = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v1.sql";
 const std::string kFixtureV2 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v2.sql";
+const std::string kFixtureV3 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v3.sql";
 
 std::string v1_store(const std::string& dir) {
   std::string db = dir + "/v1.db";
@@ -28,6 +29,13 @@ std::string v2_store(const std::string& dir) {
   std::string db = dir + "/v2.db";
   SqliteFile f(db);
   f.exec(read_file(kFixtureV2));
+  return db;
+}
+
+std::string v3_store(const std::string& dir) {
+  std::string db = dir + "/v3.db";
+  SqliteFile f(db);
+  f.exec(read_file(kFixtureV3));
   return db;
 }
 
@@ -48,7 +56,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -108,7 +116,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("migration: a version-2 store opens at version 3, its evaluation rows extended, lineage unchanged") {
+TEST_CASE("migration: a version-2 store opens at version 4, its evaluation rows extended, lineage unchanged") {
   std::string dir = fresh_dir("migrate-v2");
   std::string db = v2_store(dir);
   REQUIRE(store::sqlite::schema_version(db) == 2);
@@ -119,10 +127,10 @@ TEST_CASE("migration: a version-2 store opens at version 3, its evaluation rows 
   }
 
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 3);
+  CHECK(s.schema_version == 4);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n");
     CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
     // The v2 tables were extended, not duplicated: their rows are kept.
     CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
@@ -186,6 +194,15 @@ TEST_CASE("migration: version 2 built by today's code is the schema the frozen v
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("migration: version 3 built by today's code is the schema the frozen v3 store was written with") {
+  std::string dir = fresh_dir("schema-v3");
+  std::string built = dir + "/built.db";
+  { store::sqlite::open(built, store::OpenMode::kReadWrite, 3); }
+  CHECK(store::sqlite::schema_version(built) == 3);
+  CHECK(schema_of(built) == schema_of(v3_store(dir)));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("migration: version 1 built by today's code is the schema the frozen store was written with") {
   std::string dir = fresh_dir("schema-v1");
   std::string built = dir + "/built.db";
@@ -226,5 +243,65 @@ TEST_CASE("migration: the store is in WAL mode") {
   { store::open_store(url_of(dir + "/w.db")); }
   SqliteFile f(dir + "/w.db");
   CHECK(f.rows("PRAGMA journal_mode") == "wal\n");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions and promotion audit moved over") {
+  std::string dir = fresh_dir("migrate-v3");
+  std::string db = v3_store(dir);
+  REQUIRE(store::sqlite::schema_version(db) == 3);
+  std::string before_runs, before_scores, before_versions;
+  {
+    SqliteFile f(db);
+    before_runs = f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id");
+    before_scores = f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric");
+    before_versions = f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version");
+  }
+
+  store::Store s = store::open_store(url_of(db));
+  CHECK(s.schema_version == 4);
+  CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n");
+    CHECK(f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id") == before_runs);
+    CHECK(f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric") == before_scores);
+    CHECK(f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version") == before_versions);
+    // The decision's JSON moved to decision_json, its benchmark is the candidate's;
+    // the metric row and the v2-style row are as they were; the audit rows are gone.
+    CHECK(f.rows("SELECT gate_id, evaluation_id, benchmark, threshold, passed, metric, decided_ns, decision_json "
+                 "FROM quality_gates ORDER BY gate_id") ==
+          "g-00000000000000a1|ev-v2|toy-bench|0.05|1|NULL|1700000000300000000|"
+          "{\"gateId\":\"g-00000000000000a1\",\"decidedNs\":1700000000300000000,\"policy\":\"toy-release\","
+          "\"verdict\":\"PASS\",\"reasons\":[]}\n"
+          "g-00000000000000a1/accuracy|ev-v2|toy-bench|-0.02|1|accuracy|1700000000300000000|NULL\n"
+          "gate-legacy|ev-v1|toy-bench|0.6|1|NULL|NULL|NULL\n");
+    CHECK(f.rows("SELECT model_id, model_version, seq, from_status, to_status, actor, decided_ns, gate_id, reason "
+                 "FROM model_version_transitions ORDER BY seq") ==
+          "toy-mlp|v1|1|gated|production|alice|1700000000050000000|NULL|\n"
+          "toy-mlp|v2|2|canary|production|bob|1700000000400000000|g-00000000000000a1|\n"
+          "toy-mlp|v1|3|production|retired|bob|1700000000400000000|NULL|superseded by toy-mlp:v2\n");
+  }
+  // And they read back through the evaluation store.
+  auto gates = s.evals->gate_rows("g-00000000000000a1");
+  REQUIRE(gates.size() == 2);
+  CHECK(gates[0].benchmark == "toy-bench");
+  CHECK(gates[0].decision_json.find("\"verdict\":\"PASS\"") != std::string::npos);
+  CHECK(gates[1].decision_json.empty());
+  auto v1 = s.evals->transitions("toy-mlp", "v1");
+  REQUIRE(v1.size() == 2);
+  CHECK(v1[0].seq == 1);
+  CHECK(v1[0].actor == "alice");
+  CHECK(v1[0].gate_id.empty());
+  CHECK(v1[1].to_status == "retired");
+  CHECK(v1[1].reason == "superseded by toy-mlp:v2");
+  auto all = s.evals->transitions("toy-mlp", "");
+  REQUIRE(all.size() == 3);
+  CHECK(all[1].model_version == "v2");
+  CHECK(all[1].gate_id == "g-00000000000000a1");
+  auto mv = s.evals->model_version("toy-mlp", "v2");
+  REQUIRE(mv);
+  CHECK(mv->version.status == "production");
+  CHECK(mv->evaluations.size() == 1);
   std::filesystem::remove_all(dir);
 }
