@@ -395,10 +395,9 @@ int register_checkpoint(RegisterFlags f) {
 // the candidate is better), then the reasons.
 std::string format_gate(const json::Value& d) {
   std::string out = "gate " + member_text(d, "gateId") + " " + member_text(d, "policy") + " v" +
-                    member_text(d, "policy_version") + ": " + member_text(d, "verdict") + "\n";
-  out += "  candidate " + member_text(d, "candidate_evaluation") + ", baseline " +
-         member_text(d, "baseline_evaluation") + ", " + member_text(d, "items") + " paired items, alpha " +
-         member_text(d, "alpha") + "\n";
+                    member_text(d, "policyVersion") + ": " + member_text(d, "verdict") + "\n";
+  out += "  candidate " + member_text(d, "candidateEvaluation") + ", baseline " + member_text(d, "baselineEvaluation") +
+         ", " + member_text(d, "items") + " paired items, alpha " + member_text(d, "alpha") + "\n";
   auto num = [](const json::Value* v) {
     if (!v || v->type == json::Value::Type::kNull) return std::string("-");
     if (v->type != json::Value::Type::kNumber) return plain(*v);
@@ -415,7 +414,7 @@ std::string format_gate(const json::Value& d) {
       std::snprintf(buf, sizeof buf, "  %-16s %-11s %10s %10s %11s %10s %10s %8s  %s\n",
                     member_text(m, "metric").c_str(), member_text(m, "dimension").c_str(),
                     num(m.find("candidate")).c_str(), num(m.find("baseline")).c_str(),
-                    num(m.find("difference")).c_str(), num(m.find("std_error")).c_str(), num(m.find("lower")).c_str(),
+                    num(m.find("difference")).c_str(), num(m.find("stdError")).c_str(), num(m.find("lower")).c_str(),
                     num(m.find("margin")).c_str(), member_text(m, "verdict").c_str());
       out += buf;
     }

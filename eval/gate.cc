@@ -798,34 +798,34 @@ std::string GateDecision::to_json() const {
   json::Writer w(&s);
   w.begin_object();
   w.key("alpha").num(alpha);
-  w.key("baseline_evaluation").str(baseline_evaluation);
-  w.key("candidate_evaluation").str(candidate_evaluation);
-  w.key("hard_failure").boolean(hard_failure);
+  w.key("baselineEvaluation").str(baseline_evaluation);
+  w.key("candidateEvaluation").str(candidate_evaluation);
+  w.key("hardFailure").boolean(hard_failure);
   w.key("items").integer(items);
   w.key("metrics").begin_array();
   for (const auto& d : metrics) {
     w.begin_object();
     w.key("alpha").num(d.alpha);
-    w.key("alpha_holm").num(d.alpha_holm);
+    w.key("alphaHolm").num(d.alpha_holm);
     w.key("baseline").num(d.baseline);
     if (d.bootstrap_replicates) {
-      w.key("bootstrap_replicates").integer(d.bootstrap_replicates);
-      w.key("bootstrap_seed").integer(static_cast<int64_t>(d.bootstrap_seed));
+      w.key("bootstrapReplicates").integer(d.bootstrap_replicates);
+      w.key("bootstrapSeed").integer(static_cast<int64_t>(d.bootstrap_seed));
     }
     w.key("candidate").num(d.candidate);
     if (d.cap) {
       w.key("cap").num(*d.cap);
-      w.key("cap_bound").str(d.cap_bound);
-      w.key("cap_events").integer(d.cap_events);
-      w.key("cap_n").integer(d.cap_n);
-      w.key("cap_upper").num(d.cap_upper);
+      w.key("capBound").str(d.cap_bound);
+      w.key("capEvents").integer(d.cap_events);
+      w.key("capN").integer(d.cap_n);
+      w.key("capUpper").num(d.cap_upper);
     }
     if (d.clusters) w.key("clusters").integer(d.clusters);
     w.key("difference").num(d.difference);
     w.key("dimension").str(dimension_name(d.dimension));
     w.key("direction").str(direction_name(d.direction));
     w.key("hard").boolean(d.hard);
-    w.key("items_needed").integer(d.items_needed);
+    w.key("itemsNeeded").integer(d.items_needed);
     w.key("lower").num(d.lower);
     if (d.margin)
       w.key("margin").num(*d.margin);
@@ -834,16 +834,16 @@ std::string GateDecision::to_json() const {
     w.key("method").str(gate_method_name(d.method));
     w.key("metric").str(d.metric);
     w.key("n").integer(d.n);
-    w.key("p_inferior").num(d.p_inferior);
+    w.key("pInferior").num(d.p_inferior);
     w.key("reason").str(d.reason);
-    w.key("std_error").num(d.std_error);
+    w.key("stdError").num(d.std_error);
     w.key("upper").num(d.upper);
     w.key("verdict").str(verdict_name(d.verdict));
     w.end_object();
   }
   w.end_array();
   w.key("policy").str(policy);
-  w.key("policy_version").str(policy_version);
+  w.key("policyVersion").str(policy_version);
   w.key("reasons").begin_array();
   for (const auto& r : reasons) w.str(r);
   w.end_array();

@@ -192,12 +192,12 @@ class FakeService {
       record(req.body);
       res.status = 201;
       res.set_content(
-          R"({"gateId":"g-0123456789abcdef","decidedNs":1,"alpha":0.05,"baseline_evaluation":"ev-1",)"
-          R"("candidate_evaluation":"ev-2","hard_failure":false,"items":40,"metrics":[{"alpha":0.05,)"
-          R"("alpha_holm":0.05,"baseline":0.75,"candidate":0.4,"difference":-0.35,"dimension":"quality",)"
-          R"("direction":"higher_is_better","hard":false,"items_needed":0,"lower":-0.4789,"margin":0.05,)"
-          R"("method":"paired-mean","metric":"accuracy","n":40,"p_inferior":0.0001,"reason":"",)"
-          R"("std_error":0.07638,"upper":-0.2211,"verdict":"FAIL"}],"policy":"toy-release","policy_version":"3",)"
+          R"({"gateId":"g-0123456789abcdef","decidedNs":1,"alpha":0.05,"baselineEvaluation":"ev-1",)"
+          R"("candidateEvaluation":"ev-2","hardFailure":false,"items":40,"metrics":[{"alpha":0.05,)"
+          R"("alphaHolm":0.05,"baseline":0.75,"candidate":0.4,"difference":-0.35,"dimension":"quality",)"
+          R"("direction":"higher_is_better","hard":false,"itemsNeeded":0,"lower":-0.4789,"margin":0.05,)"
+          R"("method":"paired-mean","metric":"accuracy","n":40,"pInferior":0.0001,"reason":"",)"
+          R"("stdError":0.07638,"upper":-0.2211,"verdict":"FAIL"}],"policy":"toy-release","policyVersion":"3",)"
           R"("reasons":["accuracy is shown inferior"],"refused":"","verdict":"FAIL"})",
           "application/json");
     });

@@ -201,9 +201,9 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   CHECK(at(fb, "verdict").text == "FAIL");
   const std::string fail_id = at(fb, "gateId").text;
   CHECK(fail_id.rfind("g-", 0) == 0);
-  CHECK(at(fb, "candidate_evaluation").text == ev["v2"]);
-  CHECK(at(fb, "baseline_evaluation").text == ev["v1"]);
-  CHECK(at(fb, "policy_version").text == "3");
+  CHECK(at(fb, "candidateEvaluation").text == ev["v2"]);
+  CHECK(at(fb, "baselineEvaluation").text == ev["v1"]);
+  CHECK(at(fb, "policyVersion").text == "3");
   const json::Value* acc = metric_of(fb, "accuracy");
   REQUIRE(acc);
   // toy_stats: item i is wrong when i % 4 == 0 (10 of 40): baseline 30/40; the
@@ -222,7 +222,7 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   CHECK(at(*acc, "baseline").number == doctest::Approx(base_right / 40.0));
   CHECK(at(*acc, "candidate").number == doctest::Approx(cand_right / 40.0));
   CHECK(at(*acc, "difference").number == doctest::Approx(mean));
-  CHECK(at(*acc, "std_error").number == doctest::Approx(se));
+  CHECK(at(*acc, "stdError").number == doctest::Approx(se));
   CHECK(at(*acc, "verdict").text == "FAIL");
   REQUIRE(!at(fb, "reasons").items.empty());
 
@@ -298,7 +298,7 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   CHECK(d9 == 201);
   CHECK(at(db9, "verdict").text == "FAIL");
   const std::string v1_cached = at(cb9, "evaluationId").text;  // the latest COMPLETED/CACHED one of v1
-  CHECK(at(db9, "baseline_evaluation").text == v1_cached);
+  CHECK(at(db9, "baselineEvaluation").text == v1_cached);
 
   // v3 goes all the way after its PASS; the declared user is recorded (anonymous when none).
   for (const char* to : {"evaluated", "gated", "canary", "production"}) {
