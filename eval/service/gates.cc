@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "eval/service/config_files.h"
 #include "eval/service/records.h"
 #include "eval/service/service.h"
 #include "formats/json_reader.h"
@@ -47,22 +48,7 @@ std::string production_version(const std::vector<store::TransitionRecord>& model
 }  // namespace
 
 void EvalService::load_gates() {
-  std::vector<std::string> files;
-  for (const auto& p : options_.gate_paths) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> here;
-      for (const auto& e : fs::directory_iterator(p, ec)) {
-        if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") here.push_back(e.path().string());
-      }
-      std::sort(here.begin(), here.end());
-      files.insert(files.end(), here.begin(), here.end());
-    } else if (fs::exists(p, ec)) {
-      files.push_back(p);
-    } else {
-      gate_problems_.push_back(p + ": no such gate policy file or directory");
-    }
-  }
+  const std::vector<std::string> files = yaml_files(options_.gate_paths, "gate policy", &gate_problems_);
   for (const auto& f : files) {
     try {
       GatePolicy g = load_gate_policy(f);

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "eval/cache_key.h"
+#include "eval/service/config_files.h"
 #include "eval/service/records.h"
 #include "formats/sha256.h"
 #include "runtime/status.h"
@@ -157,22 +158,7 @@ void EvalService::note(const std::string& evaluation_id, const std::string& text
 // --- suites --------------------------------------------------------------------------
 
 void EvalService::load_suites() {
-  std::vector<std::string> files;
-  for (const auto& p : options_.suite_paths) {
-    std::error_code ec;
-    if (fs::is_directory(p, ec)) {
-      std::vector<std::string> here;
-      for (const auto& e : fs::directory_iterator(p, ec)) {
-        if (e.path().extension() == ".yaml" || e.path().extension() == ".yml") here.push_back(e.path().string());
-      }
-      std::sort(here.begin(), here.end());
-      files.insert(files.end(), here.begin(), here.end());
-    } else if (fs::exists(p, ec)) {
-      files.push_back(p);
-    } else {
-      suite_problems_.push_back(p + ": no such suite file or directory");
-    }
-  }
+  const std::vector<std::string> files = yaml_files(options_.suite_paths, "suite", &suite_problems_);
   for (const auto& f : files) {
     try {
       Suite s = load_suite(f);

@@ -11,41 +11,12 @@
 #include "eval/service/http.h"
 #include "formats/json_reader.h"
 #include "tests/eval_service/eval_fixture.h"
+#include "tests/eval_service/http_client.h"
 
 using namespace runlens;
 using namespace runlens::testing;
 
 namespace {
-
-json::Value parse(const std::string& text) {
-  json::Value v;
-  json::ParseError err;
-  REQUIRE_MESSAGE(json::parse(text, &v, &err), err.message << " in " << text);
-  return v;
-}
-
-const json::Value& at(const json::Value& v, const char* key) {
-  const json::Value* f = v.find(key);
-  REQUIRE_MESSAGE(f, "no key " << key);
-  return *f;
-}
-
-struct Http {
-  std::unique_ptr<httplib::Client> client;
-  explicit Http(int port) : client(std::make_unique<httplib::Client>("127.0.0.1", port)) {}
-  std::pair<int, json::Value> get(const std::string& path) {
-    auto res = client->Get(path.c_str());
-    REQUIRE_MESSAGE(res, "no answer for " << path);
-    return {res->status, parse(res->body)};
-  }
-  std::pair<int, json::Value> post(const std::string& path, const std::string& body, const std::string& user = "") {
-    httplib::Headers h;
-    if (!user.empty()) h.emplace("X-Runlens-User", user);
-    auto res = client->Post(path.c_str(), h, body, "application/json");
-    REQUIRE_MESSAGE(res, "no answer for " << path);
-    return {res->status, parse(res->body)};
-  }
-};
 
 const char* kPolicy =
     "gate: toy-release\nversion: \"3\"\nsuite: toy-v1\nalpha: 0.05\ndimensions:\n  quality:\n"
@@ -138,7 +109,8 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   const std::string other_ev = at(ob, "evaluationId").text;
 
   // Promotion to gated before any evaluation finished: it must be evaluated first.
-  auto [p0, pb0] = http.post("/v1/models/toy-mlp/versions/v2/promote", R"({"to":"evaluated"})", "alice");
+  auto [p0, pb0] =
+      http.post("/v1/models/toy-mlp/versions/v2/promote", R"({"to":"evaluated"})", "application/json", "alice");
   CHECK(p0 == 409);
   CHECK(at(pb0, "error").text == "toy-mlp:v2 has no COMPLETED or CACHED evaluation: it cannot be marked evaluated");
 
@@ -262,10 +234,12 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   CHECK(at(at(mvb2, "gates").items[0], "verdict").text == "FAIL");
 
   // Promotion of v2: evaluated, then refused at gated with the gate's reasons.
-  auto [e2, eb2] = http.post("/v1/models/toy-mlp/versions/v2/promote", R"({"to":"evaluated"})", "alice");
+  auto [e2, eb2] =
+      http.post("/v1/models/toy-mlp/versions/v2/promote", R"({"to":"evaluated"})", "application/json", "alice");
   CHECK(e2 == 200);
   CHECK(at(eb2, "to").text == "evaluated");
-  auto [g2, gb2] = http.post("/v1/models/toy-mlp/versions/v2/promote", R"({"to":"gated"})", "alice");
+  auto [g2, gb2] =
+      http.post("/v1/models/toy-mlp/versions/v2/promote", R"({"to":"gated"})", "application/json", "alice");
   CHECK(g2 == 409);
   CHECK(at(gb2, "error").text == "cannot move toy-mlp:v2 to gated: gate " + fail_id + " is FAIL");
   CHECK(at(gb2, "gateId").text == fail_id);
@@ -289,8 +263,9 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   REQUIRE(s1 == 201);
   CHECK(at(sb1, "verdict").text == "PASS");
   for (const char* to : {"evaluated", "gated", "canary", "production"}) {
-    CHECK(http.post("/v1/models/toy-mlp/versions/v1/promote", std::string(R"({"to":")") + to + R"("})", "ops").first ==
-          200);
+    CHECK(http.post("/v1/models/toy-mlp/versions/v1/promote", std::string(R"({"to":")") + to + R"("})",
+                    "application/json", "ops")
+              .first == 200);
   }
 
   // With v1 in production, a gate without a baseline compares with v1's evaluation of the suite.
@@ -303,7 +278,7 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   // v3 goes all the way after its PASS; the declared user is recorded (anonymous when none).
   for (const char* to : {"evaluated", "gated", "canary", "production"}) {
     auto [st, sb] = http.post("/v1/models/toy-mlp/versions/v3/promote", std::string(R"({"to":")") + to + R"("})",
-                              std::string(to) == "canary" ? "" : "bob");
+                              "application/json", std::string(to) == "canary" ? "" : "bob");
     CHECK_MESSAGE(st == 200, to);
     CHECK(at(sb, "to").text == to);
   }
@@ -334,7 +309,8 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   CHECK(at(at(ab1, "audit").items[4], "to").text == "retired");
   CHECK(at(at(ab1, "audit").items[4], "reason").text == "superseded by toy-mlp:v3");
   CHECK(http.post("/v1/models/toy-mlp/versions/v1/promote", R"({"to":"rollback"})").first == 409);
-  auto [rb, rbb] = http.post("/v1/models/toy-mlp/versions/v3/promote", R"({"to":"rollback"})", "carol");
+  auto [rb, rbb] =
+      http.post("/v1/models/toy-mlp/versions/v3/promote", R"({"to":"rollback"})", "application/json", "carol");
   CHECK(rb == 200);
   REQUIRE(at(rbb, "audit").items.size() == 2);
   CHECK(at(at(rbb, "audit").items[0], "to").text == "rolled_back");

@@ -7,43 +7,12 @@
 
 #include "formats/json_reader.h"
 #include "tests/eval_service/eval_fixture.h"
+#include "tests/eval_service/http_client.h"
 
 using namespace runlens;
 using namespace runlens::testing;
 
-namespace {
-
-json::Value parse(const std::string& text) {
-  json::Value v;
-  json::ParseError err;
-  REQUIRE_MESSAGE(json::parse(text, &v, &err), err.message << " in " << text);
-  return v;
-}
-
-const json::Value& at(const json::Value& v, const char* key) {
-  const json::Value* f = v.find(key);
-  REQUIRE_MESSAGE(f, "no key " << key);
-  return *f;
-}
-
-struct Http {
-  std::unique_ptr<httplib::Client> client;
-  explicit Http(int port) : client(std::make_unique<httplib::Client>("127.0.0.1", port)) {}
-  std::pair<int, json::Value> get(const std::string& path) {
-    auto res = client->Get(path.c_str());
-    REQUIRE_MESSAGE(res, "no answer for " << path);
-    CHECK(res->get_header_value("Content-Type") == "application/json");
-    return {res->status, parse(res->body)};
-  }
-  std::pair<int, json::Value> post(const std::string& path, const std::string& body,
-                                   const char* type = "application/json") {
-    auto res = client->Post(path.c_str(), body, type);
-    REQUIRE_MESSAGE(res, "no answer for " << path);
-    return {res->status, parse(res->body)};
-  }
-};
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("eval routes: submit, read, list, why, items, model versions, checkpoints, suites, workers") {
   std::string dir = temp_dir("http");
