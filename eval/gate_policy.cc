@@ -7,12 +7,10 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 
+#include "eval/config_reader.h"
 #include "eval/metric.h"
-#include "formats/canonical_json.h"
-#include "runtime/yaml_checker.h"
 
 namespace runlens::eval {
 
@@ -83,16 +81,15 @@ std::optional<int64_t> pass_k_of(const std::string& name) {
   return k;
 }
 
-class GatePolicyParser : runtime::YamlChecker {
+class GatePolicyParser : ConfigReader {
  public:
-  explicit GatePolicyParser(std::string file) : YamlChecker(std::move(file)) {}
+  explicit GatePolicyParser(std::string file) : ConfigReader(std::move(file), "a gate policy") {}
 
   GatePolicy parse(const std::string& text) {
     GatePolicy g;
     g.file = file_;
     YAML::Node root = load_mapping(text, "'gate', 'version', 'dimensions', ...");
-    check_keys(root, {"gate", "version", "suite", "description", "alpha", "bootstrap", "cap_bound", "dimensions"}, "",
-               "a gate policy");
+    check_keys(root, {"gate", "version", "suite", "description", "alpha", "bootstrap", "cap_bound", "dimensions"}, "");
     g.name = required_name(root, "gate", "");
     g.version = required_name(root, "version", "");
     if (root["suite"]) g.suite = name(root["suite"], "suite");
@@ -107,7 +104,7 @@ class GatePolicyParser : runtime::YamlChecker {
     }
     if (YAML::Node b = root["bootstrap"]) {
       if (expect_map(b, "bootstrap")) {
-        check_keys(b, {"replicates", "seed"}, "bootstrap", "'bootstrap'");
+        check_keys(b, {"replicates", "seed"}, "bootstrap");
         if (b["replicates"]) {
           if (auto v = integer(b["replicates"], "bootstrap.replicates", 200, 100000)) g.bootstrap_replicates = *v;
         }
@@ -137,104 +134,11 @@ class GatePolicyParser : runtime::YamlChecker {
   }
 
  private:
-  static std::string join(const std::string& path, const std::string& key) {
-    return path.empty() ? key : path + "." + key;
-  }
-
-  void check_keys(const YAML::Node& map, const std::vector<std::string>& allowed, const std::string& path,
-                  const std::string& where) {
-    std::set<std::string> seen;
-    for (auto it = map.begin(); it != map.end(); ++it) {
-      std::string k = it->first.IsScalar() ? it->first.Scalar() : "";
-      if (!seen.insert(k).second) error(it->first.Mark(), join(path, k), "duplicate key '" + k + "'");
-      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end()) {
-        std::string hint = runtime::closest_match(k, allowed);
-        error(it->first.Mark(), path,
-              "unknown key '" + k + "' in " + where + (hint.empty() ? "" : " (did you mean '" + hint + "'?)"));
-      }
-    }
-  }
-
-  bool expect_map(const YAML::Node& n, const std::string& path) {
-    if (n.IsMap()) return true;
-    error(n.Mark(), path, std::string("expected a mapping, got a ") + (n.IsSequence() ? "list" : "single value"));
-    return false;
-  }
-
-  std::string scalar(const YAML::Node& n, const std::string& path) {
-    if (!n.IsScalar()) {
-      error(n.Mark(), path, std::string("expected a single value, got a ") + (n.IsSequence() ? "list" : "mapping"));
-      return {};
-    }
-    return n.Scalar();
-  }
-
-  std::string name(const YAML::Node& n, const std::string& path) {
-    std::string v = scalar(n, path);
-    if (n.IsScalar() && v.empty()) error(n.Mark(), path, "expected a non-empty string");
-    return v;
-  }
-
-  std::string required_name(const YAML::Node& map, const std::string& key, const std::string& path) {
-    YAML::Node n = map[key];
-    if (!n || n.IsNull()) {
-      error(map.Mark(), join(path, key), "missing required key '" + key + "' (a string)");
-      return {};
-    }
-    return name(n, join(path, key));
-  }
-
-  std::optional<int64_t> integer(const YAML::Node& n, const std::string& path, int64_t lo, int64_t hi) {
-    std::string t = scalar(n, path);
-    if (!n.IsScalar()) return std::nullopt;
-    int64_t v;
-    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (t.empty() || ec != std::errc() || p != t.data() + t.size()) {
-      error(n.Mark(), path, "expected an integer, got '" + t + "'");
-      return std::nullopt;
-    }
-    if (v < lo || v > hi) {
-      error(n.Mark(), path,
-            "out of range: must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " + t);
-      return std::nullopt;
-    }
-    return v;
-  }
-
-  std::optional<double> number(const YAML::Node& n, const std::string& path, double lo, double hi) {
-    std::string t = scalar(n, path);
-    if (!n.IsScalar()) return std::nullopt;
-    double v;
-    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
-    if (t.empty() || ec != std::errc() || p != t.data() + t.size() || !std::isfinite(v)) {
-      error(n.Mark(), path, "expected a number, got '" + t + "'");
-      return std::nullopt;
-    }
-    if (v < lo || v > hi) {
-      std::string range;
-      json::append_canonical_number(&range, lo);
-      range += " and ";
-      json::append_canonical_number(&range, hi);
-      error(n.Mark(), path, "out of range: must be between " + range + ", got " + t);
-      return std::nullopt;
-    }
-    return v;
-  }
-
-  std::optional<bool> boolean(const YAML::Node& n, const std::string& path) {
-    std::string t = scalar(n, path);
-    if (!n.IsScalar()) return std::nullopt;
-    if (t == "true") return true;
-    if (t == "false") return false;
-    error(n.Mark(), path, "expected true or false, got '" + t + "'");
-    return std::nullopt;
-  }
-
   void parse_dimensions(const YAML::Node& d, GatePolicy* g) {
     if (!expect_map(d, "dimensions")) return;
     std::vector<std::string> dims;
     for (Dimension x : kDimensions) dims.emplace_back(dimension_name(x));
-    check_keys(d, dims, "dimensions", "'dimensions'");
+    check_keys(d, dims, "dimensions");
     std::vector<std::string> outputs;  // the metric outputs a policy may name, for did-you-mean
     for (const auto& n : metric_names()) outputs.push_back(n == "pass@k" ? "pass@1" : n);
     size_t gated = 0;
@@ -262,7 +166,7 @@ class GatePolicyParser : runtime::YamlChecker {
                     const std::vector<std::string>& outputs, GatedMetric* m) {
     if (!expect_map(n, path)) return false;
     const size_t before = diags_.size();
-    check_keys(n, {"metric", "margin", "direction", "hard", "cap", "cluster"}, path, "'" + path + "'");
+    check_keys(n, {"metric", "margin", "direction", "hard", "cap", "cluster"}, path);
     m->dimension = dim;
     m->where = loc(n.Mark());
     YAML::Node name_node = n["metric"];
