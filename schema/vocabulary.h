@@ -35,25 +35,34 @@
   X(kCheckpointOverhead, "checkpoint_overhead", "Checkpoints take too large a share of the run's time.")              \
   X(kCheckpointFailure, "checkpoint_failure", "A checkpoint failed.")                                                 \
   X(kHostBottleneck, "host_bottleneck", "A node's CPUs are saturated while its ranks wait for data.")                 \
+  X(kBenchmarkRegression, "benchmark_regression",                                                                     \
+    "A model version scores worse than its baseline on a benchmark (a quality gate's metric shown inferior).")        \
+  X(kSafetyRegression, "safety_regression",                                                                           \
+    "A model version breaks a safety gate: a violation rate above its cap, or worse than its baseline's.")            \
+  X(kLatencyRegression, "latency_regression",                                                                         \
+    "A model version is slower than its baseline beyond the latency gate's margin.")                                  \
   X(kDiagnosis, "diagnosis", "Not a symptom: root_cause's explanation of other alerts, with a cause and an owner.")
 
-#define RUNLENS_CAUSES(X)                                                                                   \
-  X(kTrainingInstability, "training_instability",                                                           \
-    "The optimisation diverged (loss or gradient blow-up) and no configuration change explains it.")        \
-  X(kConfigChange, "config_change",                                                                         \
-    "A change of the run's configuration (learning rate, batch, parallelism, activation checkpointing).")   \
-  X(kHardwareThrottle, "hardware_throttle", "A GPU runs slow: thermal or power throttling, or low clocks.") \
-  X(kHardwareFault, "hardware_fault",                                                                       \
-    "A GPU or link fails: XID, uncorrectable ECC, NVLink or PCIe errors, a hung rank.")                     \
-  X(kDataPipeline, "data_pipeline", "Input data arrives too slowly: slow shard storage or a slow loader.")  \
-  X(kNetwork, "network",                                                                                    \
-    "Collectives are slow on the network: a lossy NIC (retransmits, RDMA errors), a slow fabric.")          \
-  X(kHostBottleneck, "host_bottleneck", "A saturated host CPU starves its GPUs.")                           \
-  X(kInefficientCompute, "inefficient_compute",                                                             \
-    "The GPUs are busy but do little useful work: a communication-bound or inefficient configuration.")     \
-  X(kMemory, "memory",                                                                                      \
-    "The job runs out of GPU memory: a long-sequence batch, a memory spike, a model that does not fit.")    \
-  X(kCheckpoint, "checkpoint", "Checkpoints fail or take too large a share of the run's time.")             \
+#define RUNLENS_CAUSES(X)                                                                                        \
+  X(kTrainingInstability, "training_instability",                                                                \
+    "The optimisation diverged (loss or gradient blow-up) and no configuration change explains it.")             \
+  X(kConfigChange, "config_change",                                                                              \
+    "A change of the run's configuration (learning rate, batch, parallelism, activation checkpointing).")        \
+  X(kHardwareThrottle, "hardware_throttle", "A GPU runs slow: thermal or power throttling, or low clocks.")      \
+  X(kHardwareFault, "hardware_fault",                                                                            \
+    "A GPU or link fails: XID, uncorrectable ECC, NVLink or PCIe errors, a hung rank.")                          \
+  X(kDataPipeline, "data_pipeline", "Input data arrives too slowly: slow shard storage or a slow loader.")       \
+  X(kNetwork, "network",                                                                                         \
+    "Collectives are slow on the network: a lossy NIC (retransmits, RDMA errors), a slow fabric.")               \
+  X(kHostBottleneck, "host_bottleneck", "A saturated host CPU starves its GPUs.")                                \
+  X(kInefficientCompute, "inefficient_compute",                                                                  \
+    "The GPUs are busy but do little useful work: a communication-bound or inefficient configuration.")          \
+  X(kMemory, "memory",                                                                                           \
+    "The job runs out of GPU memory: a long-sequence batch, a memory spike, a model that does not fit.")         \
+  X(kCheckpoint, "checkpoint", "Checkpoints fail or take too large a share of the run's time.")                  \
+  X(kDatasetChange, "dataset_change", "The training data changed: another dataset, dataset version or mixture.") \
+  X(kEvaluationMismatch, "evaluation_mismatch",                                                                  \
+    "The model did not get worse, its evaluation changed: another dataset, prompt or evaluator version.")        \
   X(kUnknown, "unknown", "The evidence names no cause.")
 
 #define RUNLENS_OWNERS(X)                                                                                            \
@@ -61,7 +70,8 @@
   X(kInfrastructure, "infrastructure", "Whoever runs the cluster's hardware: GPUs, nodes, their cooling and power.") \
   X(kData, "data", "Whoever runs the data pipeline: datasets, shards, loaders and their storage.")                   \
   X(kNetwork, "network", "Whoever runs the network fabric: NICs, switches, the collectives' transport.")             \
-  X(kPlatform, "platform", "Whoever runs the training platform's services: checkpoint storage, the scheduler.")
+  X(kPlatform, "platform", "Whoever runs the training platform's services: checkpoint storage, the scheduler.")      \
+  X(kEvaluation, "evaluation", "Whoever runs the evaluations: benchmarks, their datasets, prompts and evaluators.")
 
 // The `kind` of a telemetry `event` (Occurrence); runs may send other words too.
 #define RUNLENS_EVENT_KINDS(X)                                                                                      \
@@ -85,6 +95,12 @@
   X(kNonFinite, "non_finite", "The first step of a run with a non-finite loss or gradient norm.")                    \
   X(kCheckpoint, "checkpoint", "A checkpoint was saved, or failed.")                                                 \
   X(kAlert, "alert", "An alert (a symptom), with its severity and summary.")                                         \
+  X(kBenchmarkRegression, "benchmark_regression",                                                                    \
+    "A model version scores worse than its baseline on a benchmark (a quality gate's metric shown inferior).")       \
+  X(kSafetyRegression, "safety_regression",                                                                          \
+    "A model version breaks a safety gate: a violation rate above its cap, or worse than its baseline's.")           \
+  X(kLatencyRegression, "latency_regression",                                                                        \
+    "A model version is slower than its baseline beyond the latency gate's margin.")                                 \
   X(kDiagnosis, "diagnosis", "The diagnosis of an incident by root_cause: its cause and owner.")
 
 namespace runlens {
