@@ -95,12 +95,6 @@
   X(kNonFinite, "non_finite", "The first step of a run with a non-finite loss or gradient norm.")                    \
   X(kCheckpoint, "checkpoint", "A checkpoint was saved, or failed.")                                                 \
   X(kAlert, "alert", "An alert (a symptom), with its severity and summary.")                                         \
-  X(kBenchmarkRegression, "benchmark_regression",                                                                    \
-    "A model version scores worse than its baseline on a benchmark (a quality gate's metric shown inferior).")       \
-  X(kSafetyRegression, "safety_regression",                                                                          \
-    "A model version breaks a safety gate: a violation rate above its cap, or worse than its baseline's.")           \
-  X(kLatencyRegression, "latency_regression",                                                                        \
-    "A model version is slower than its baseline beyond the latency gate's margin.")                                 \
   X(kDiagnosis, "diagnosis", "The diagnosis of an incident by root_cause: its cause and owner.")
 
 namespace runlens {
