@@ -265,7 +265,7 @@ TEST_CASE("prompt pair with equal validation loss: evaluation_mismatch, owner ev
   CHECK(c.signals.values.at("dataset_version_changed") == 0.0);
   CHECK(c.decision.cause == "evaluation_mismatch");
   CHECK(c.decision.owner == "evaluation");
-  CHECK(c.decision.summary.find("prompt 1") != std::string::npos);
+  CHECK(c.decision.summary.find("validation loss unchanged (0.4 → 0.4) but the benchmark moved by -0.3") == 0);
   REQUIRE(c.benchmarks.size() == 1);
   CHECK(c.benchmarks[0].paired);
   bool prompt_marked = false;
@@ -274,6 +274,9 @@ TEST_CASE("prompt pair with equal validation loss: evaluation_mismatch, owner ev
   }
   CHECK(prompt_marked);
   CHECK(c.conclusion[1] == "Training configuration unchanged.");
+  CHECK(c.conclusion[3] ==
+        "digits-holdout accuracy 0.9 → 0.6 (-0.3, p = 0.0002101, significant); evaluation "
+        "changed: prompt p1 → p2.");
 }
 
 TEST_CASE("dataset pair: the training dataset changed and val loss rose: dataset_change, owner data") {
