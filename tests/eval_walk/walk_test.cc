@@ -254,6 +254,15 @@ TEST_CASE("the effective config stops at the checkpoint: a change after it is no
   CHECK(c.signals.values.at("val_loss_delta") == 0.0);
   CHECK(c.decision.cause == "unknown");
   CHECK(c.decision.owner == "evaluation");
+  // This store has no production version: explain needs a baseline named.
+  try {
+    walk::model_explain(s, "toy", "b", "");
+    FAIL("no error");
+  } catch (const walk::WalkError& e) {
+    CHECK(e.status == 409);
+    CHECK(e.message == "no baseline named and toy has no production version to compare with: pass baseline=VERSION");
+  }
+  CHECK(walk::model_explain(s, "toy", "b", "toy:a").find(R"("baselineFrom":"named","modelVersion":"toy:b")") == 1);
 }
 
 TEST_CASE("prompt pair with equal validation loss: evaluation_mismatch, owner evaluation") {
