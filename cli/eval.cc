@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -481,6 +482,109 @@ int promote(const PromoteFlags& f) {
 
 }  // namespace
 
+namespace {
+
+struct ExplainFlags : ServiceFlags {
+  std::string model_version, baseline;
+  bool json = false;
+};
+
+std::string number_text(const json::Value* v) {
+  if (!v || v->type != json::Value::Type::kNumber) return "-";
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.4g", v->number);
+  return buf;
+}
+
+// GET /v1/models/{id}/versions/{v}/explain (docs/api.md), human-readable: the
+// walk of spec section 52, the decision with its path and evidence, the
+// benchmarks' differences and the likely conclusion.
+std::string format_explain(const json::Value& e) {
+  std::string out = "model version " + member_text(e, "modelVersion") + " against " + member_text(e, "baseline") +
+                    (member_text(e, "baselineFrom") == "production" ? " (the production version)" : "") + "\n";
+  if (const json::Value* walk = e.find("walk"); walk && walk->type == json::Value::Type::kArray) {
+    static const std::map<std::string, std::string> kLabels = {
+        {"modelVersion", "model version"}, {"evaluation", "evaluation"},     {"checkpoint", "checkpoint"},
+        {"trainingRun", "training run"},   {"configDiff", "config diff vs"}, {"health", "health of"},
+        {"cause", "likely cause"}};
+    bool first = true;
+    for (const auto& l : walk->items) {
+      const std::string level = member_text(l, "level");
+      auto it = kLabels.find(level);
+      const std::string label = it == kLabels.end() ? level : it->second;
+      const std::string id = member_text(l, "id");
+      out += std::string(first ? "  " : "  ↓ ") + label + (id.empty() ? "" : " " + id) + ": " +
+             member_text(l, "summary") + "\n";
+      first = false;
+    }
+  }
+  if (const json::Value* d = e.find("decision")) {
+    out += "decision (" + member_text(*d, "tree") + "): " + member_text(*d, "cause") + ", owner " +
+           member_text(*d, "owner") + "\n";
+    out += "  recommendation: " + member_text(*d, "recommendation") + "\n";
+    if (const json::Value* p = d->find("path"); p && p->type == json::Value::Type::kArray) {
+      for (const auto& step : p->items)
+        out += "  rule: " + member_text(step, "condition") + " is " + member_text(step, "value") + "\n";
+    }
+    if (const json::Value* ev = d->find("evidence"); ev && ev->type == json::Value::Type::kArray) {
+      for (const auto& x : ev->items)
+        out += "  evidence: " + member_text(x, "signal") + " = " + number_text(x.find("value")) + "\n";
+    }
+  }
+  if (const json::Value* bs = e.find("benchmarks"); bs && bs->type == json::Value::Type::kArray && !bs->items.empty()) {
+    out += "benchmarks:\n";
+    for (const auto& b : bs->items) {
+      const json::Value* ms = b.find("metrics");
+      if (!ms || ms->type != json::Value::Type::kArray) continue;
+      for (const auto& m : ms->items) {
+        out += "  " + member_text(b, "benchmark") + " " + member_text(m, "metric") + " " + number_text(m.find("left")) +
+               " → " + number_text(m.find("right")) + "  difference " + number_text(m.find("difference"));
+        const std::string method = member_text(m, "method");
+        if (method == "paired") {
+          out += " (SE " + number_text(m.find("stdError")) + ", 95% CI " + number_text(m.find("ciLow")) + " to " +
+                 number_text(m.find("ciHigh")) + ", p " + number_text(m.find("pValue")) + ", n " + member_text(m, "n") +
+                 (member_text(m, "significant") == "true" ? ", significant)" : ", not significant)");
+        } else if (method == "unpaired") {
+          out += " (NOT PAIRED: the datasets differ; no significance claimed)";
+        }
+        out += "\n";
+      }
+      if (const json::Value* vs = b.find("versions"); vs && vs->type == json::Value::Type::kArray) {
+        for (const auto& v : vs->items) {
+          if (member_text(v, "changed") == "true")
+            out += "    " + member_text(v, "name") + " changed: " + member_text(v, "left") + " → " +
+                   member_text(v, "right") + "\n";
+        }
+      }
+    }
+  }
+  if (const json::Value* c = e.find("conclusion"); c && c->type == json::Value::Type::kArray) {
+    out += "likely conclusion:\n";
+    for (const auto& line : c->items) out += "  " + plain(line) + "\n";
+  }
+  return out;
+}
+
+int explain(const ExplainFlags& f) {
+  check_model_version(f.model_version);
+  const size_t colon = f.model_version.find(':');
+  const std::string model = f.model_version.substr(0, colon), version = f.model_version.substr(colon + 1);
+  if (!f.baseline.empty()) {
+    const size_t bc = f.baseline.find(':');
+    if (f.baseline.find(':', bc == std::string::npos ? 0 : bc + 1) != std::string::npos || bc == 0 ||
+        (bc != std::string::npos && bc + 1 == f.baseline.size()))
+      throw CLI::ValidationError("--baseline", "expected VERSION or MODEL:VERSION, got '" + f.baseline + "'");
+  }
+  ServiceClient c(f.server);
+  std::string path = "/v1/models/" + url_escape(model) + "/versions/" + url_escape(version) + "/explain";
+  if (!f.baseline.empty()) path += "?baseline=" + url_escape(f.baseline);
+  json::Value e = c.get(path, "model version");
+  std::printf("%s", f.json ? (compact(e) + "\n").c_str() : format_explain(e).c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
 Command add_gate(CLI::App& app) {
   auto f = std::make_shared<GateFlags>();
   auto* sub = app.add_subcommand(
@@ -566,6 +670,28 @@ Command add_eval(CLI::App& app) {
               if (c.app->parsed()) return c.run();
             }
             return kExitUsage;  // require_subcommand(1) makes this unreachable
+          }};
+}
+
+Command add_explain(CLI::App& app) {
+  auto f = std::make_shared<ExplainFlags>();
+  auto* sub = app.add_subcommand(
+      "explain",
+      "Walk from a model version's regression to its cause: evaluation, checkpoint, training run, config diff, "
+      "health, likely cause (GET /v1/models/{id}/versions/{v}/explain)");
+  sub->add_option("MODEL_VERSION", f->model_version, "MODEL:VERSION, the candidate")->required();
+  sub->add_option("--baseline", f->baseline,
+                  "VERSION (of the same model) or MODEL:VERSION to compare with (default: the model's production "
+                  "version)");
+  add_server_flag(sub, f.get());
+  sub->add_flag("--json", f->json, "Print the service's JSON answer as it is");
+  return {sub, [f] {
+            try {
+              return explain(*f);
+            } catch (const ServiceError& e) {
+              std::fprintf(stderr, "runlens explain: %s\n", e.message.c_str());
+              return e.exit_code;
+            }
           }};
 }
 

@@ -12,9 +12,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "runlens 0.1.0");
   const cli::Command commands[] = {
-      cli::add_replay(app),  cli::add_run(app),   cli::add_validate(app), cli::add_graph(app),  cli::add_operators(app),
-      cli::add_convert(app), cli::add_synth(app), cli::add_serve(app),    cli::add_report(app), cli::add_record(app),
-      cli::add_tail(app),    cli::add_eval(app),  cli::add_gate(app),
+      cli::add_replay(app),    cli::add_run(app),     cli::add_validate(app), cli::add_graph(app),
+      cli::add_operators(app), cli::add_convert(app), cli::add_synth(app),    cli::add_serve(app),
+      cli::add_report(app),    cli::add_record(app),  cli::add_tail(app),     cli::add_eval(app),
+      cli::add_gate(app),      cli::add_explain(app),
   };
   try {
     app.parse(argc, argv);

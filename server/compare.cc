@@ -1,9 +1,11 @@
 // GET /v1/runs/compare?left=&right=[&tolerance=] (spec sections 23 and 42):
-// renders reports/compare.h's comparison of two runs.
+// renders reports/compare.h's comparison of two runs, and the evaluations of
+// both runs' checkpoints (eval/walk/walk.h).
 #include "reports/compare.h"
 
 #include <cstdlib>
 
+#include "eval/walk/walk.h"
 #include "server/render.h"
 #include "server/route.h"
 
@@ -73,6 +75,8 @@ std::string get_compare(const Call& call) {
       .key("right")
       .integer(right.aggregates.alerts)
       .end_object();
+  // Benchmarks evaluated on both runs' checkpoints, with their paired difference (eval/walk/walk.h).
+  walk::write_run_evaluations(w, s, L.run_id, R.run_id);
   w.key("changedKeys").begin_array();
   for (const auto& k : c.changed_keys) w.str(k);
   w.end_array();

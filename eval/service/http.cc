@@ -4,6 +4,7 @@
 #include <set>
 
 #include "eval/service/records.h"
+#include "eval/walk/walk.h"
 #include "formats/json_reader.h"
 #include "formats/json_writer.h"
 #include "server/route.h"
@@ -347,6 +348,29 @@ void add_routes(api::ApiServer& server, EvalService& svc) {
                        raw_json(w, &res.body, transition_json(t));
                      }
                      w.end_array().end_object();
+                   });
+
+  // The regression walk (eval/walk/walk.h): compare two versions, explain one against a baseline.
+  server.add_route("GET", R"(/v1/models/([^/]+)/compare)", [service](const HttpRequest& req, HttpResponse& res) {
+    api::Args a(req.params, {"left", "right"});
+    const std::string left = a.required("left"), right = a.required("right");
+    store::Store s = open_read(service->store_url());
+    try {
+      res.body = walk::model_compare(s, req.matches.at(1), left, right);
+    } catch (const walk::WalkError& e) {
+      throw HttpError{e.status, e.message};
+    }
+  });
+  server.add_route("GET", R"(/v1/models/([^/]+)/versions/([^/]+)/explain)",
+                   [service](const HttpRequest& req, HttpResponse& res) {
+                     api::Args a(req.params, {"baseline"});
+                     const std::string baseline = a.text("baseline").value_or("");
+                     store::Store s = open_read(service->store_url());
+                     try {
+                       res.body = walk::model_explain(s, req.matches.at(1), req.matches.at(2), baseline);
+                     } catch (const walk::WalkError& e) {
+                       throw HttpError{e.status, e.message};
+                     }
                    });
 
   server.add_route("POST", R"(/v1/models/([^/]+)/versions/([^/]+)/promote)",

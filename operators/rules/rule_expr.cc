@@ -50,6 +50,7 @@ constexpr FnInfo kFunctions[] = {
     {"here", Fn::kKind, Agg::kAt, Expr::Op::kCount, Scope::kHere},
     {"first_step", Fn::kKind, Agg::kAt, Expr::Op::kFirstStep, Scope::kRun},
     {"changed", Fn::kWord, Agg::kAt, Expr::Op::kChanged, Scope::kRun},
+    {"config_changed", Fn::kWord, Agg::kAt, Expr::Op::kChanged, Scope::kRun},  // the same as changed()
     {"attr", Fn::kWord, Agg::kAt, Expr::Op::kAttr, Scope::kRun},
     {"abs", Fn::kUnary, Agg::kAt, Expr::Op::kAbs, Scope::kRun},
     {"bits", Fn::kBinary, Agg::kAt, Expr::Op::kBits, Scope::kRun},

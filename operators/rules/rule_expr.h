@@ -26,6 +26,7 @@
 //   here(K)        the same, on the symptom's node (and GPU, where both name one) or rank
 //   first_step(K)  step of the first K in the window (unknown when none)
 //   changed(W)     config_change events for key W at or before the symptom's step
+//   config_changed(W)  the same (the model-failure tree's name: W differs between the versions' configs)
 //   attr(W)        the symptom alert's attrs entry W
 //   abs(E) bits(E, mask) coalesce(E, E) max(E, E) min(E, E)
 #pragma once
