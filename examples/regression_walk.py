@@ -202,6 +202,18 @@ def run_scenario(out: pathlib.Path, runlens: str, *, workers: int = 2, timeout: 
         r["status_v142"] = registered(stack, v142)["status"]
         r["status_v141"] = registered(stack, v141)["status"]
         r["audit_v141"] = stack.http("GET", f"/v1/models/{MODEL}/versions/v141/audit")["audit"]
+
+        # --- the walk: why is v142 worse than v141; why does lm-b score lower than lm-a ---
+        r["explain_v142"] = json.loads(stack.cli("explain", v142, "--baseline", "v141", "--server", stack.api,
+                                                 "--json").stdout)
+        r["explain_v142_text"] = stack.cli("explain", v142, "--baseline", "v141", "--server", stack.api).stdout
+        r["explain_v142_route"] = stack.http("GET", f"/v1/models/{MODEL}/versions/v142/explain")  # baseline: production
+        r["compare"] = stack.http("GET", f"/v1/models/{MODEL}/compare?left=v141&right=v142")
+        lm_b = f"{LM_MODEL}:lm-b"
+        r["explain_lm"] = json.loads(stack.cli("explain", lm_b, "--baseline", "lm-a", "--server", stack.api,
+                                               "--json").stdout)
+        r["explain_lm_text"] = stack.cli("explain", lm_b, "--baseline", "lm-a", "--server", stack.api).stdout
+        r["compare_lm"] = stack.http("GET", f"/v1/models/{LM_MODEL}/compare?left=lm-a&right=lm-b")
         return r
     finally:
         stack.stop()
@@ -238,6 +250,15 @@ def print_summary(r: dict) -> None:
     for line in (cli["stdout"] + cli["stderr"]).splitlines():
         print(f"  {line}")
     print(f"status: v141 {r['status_v141']}, v142 {r['status_v142']}")
+    lr = next(c for c in r["compare"]["config"] if c["key"] == "lr")
+    print(f"GET /v1/models/digits-mlp/compare?left=v141&right=v142: lr {lr['left']} -> {lr['right']} "
+          f"(changed: {lr['changed']}, at step {lr['rightStep']})")
+    print()
+    print("$ runlens explain digits-mlp:v142 --baseline v141")
+    print(r["explain_v142_text"].rstrip())
+    print()
+    print("$ runlens explain fortunes-lm:lm-b --baseline lm-a")
+    print(r["explain_lm_text"].rstrip())
 
 
 def main(argv=None) -> int:

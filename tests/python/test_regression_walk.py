@@ -47,7 +47,8 @@ def gate_metric(g, name):
 
 def test_training_reports_train_and_validation_loss_and_the_lr_change(walk):
     good, bad = walk["digits"]["v141"], walk["digits"]["v142"]
-    assert good["config"] == {**bad["config"]}  # same run_start config: only the mid-run change differs
+    # The same run_start config, as the store holds it: only the mid-run change differs.
+    assert walk["runs"]["v141"]["summary"]["config"] == walk["runs"]["v142"]["summary"]["config"] == good["config"]
     assert good["config"]["lr"] == 0.05 and good["config"]["dataset"] == "digits@1"
     assert good["val_accuracy"] > 0.95 and good["val_loss"] < 0.2
     assert bad["val_loss"] > 10 * good["val_loss"]  # clearly worse
@@ -151,3 +152,51 @@ def test_digits_train_rejects_a_malformed_lr_change(capsys):
             digits_train.parse_args(["--lr-change", bad])
         assert e.value.code == 2
         assert why in capsys.readouterr().err, bad
+
+
+def test_explain_names_the_learning_rate_change_and_its_step(walk):
+    e = walk["explain_v142"]
+    assert e["modelVersion"] == "digits-mlp:v142" and e["baseline"] == "digits-mlp:v141"
+    d = e["decision"]
+    assert (d["cause"], d["owner"]) == ("config_change", "training"), d
+    assert "lr 0.05 → 0.5 at step 150" in d["summary"], d["summary"]
+    assert "lr 0.05 → 0.5 at step 150" in walk["explain_v142_text"], walk["explain_v142_text"]
+    assert "config_change" in walk["explain_v142_text"] and "training" in walk["explain_v142_text"]
+    levels = [lv["level"] for lv in e["walk"]]
+    assert levels[:2] == ["modelVersion", "evaluation"] and "checkpoint" in levels and "trainingRun" in levels
+    assert {lv["id"] for lv in e["walk"] if lv["level"] == "trainingRun"} == {walk["digits"]["v142"]["run_id"]}
+    # The route with no baseline compares with production: v141.
+    route = walk["explain_v142_route"]
+    assert route["baseline"] == "digits-mlp:v141" and route["decision"]["cause"] == "config_change"
+
+
+def test_compare_marks_the_learning_rate_and_pairs_the_benchmark(walk):
+    c = walk["compare"]
+    cfg = {k["key"]: k for k in c["config"]}
+    lr = cfg["lr"]
+    assert lr["changed"] and (lr["left"], lr["right"], lr["rightStep"]) == (0.05, 0.5, 150), lr
+    assert [k for k, v in cfg.items() if v["changed"]] == ["lr"]
+    assert c["metrics"]["valLoss"]["left"] == pytest.approx(walk["digits"]["v141"]["val_loss"], rel=1e-6)
+    assert c["metrics"]["valLoss"]["right"] == pytest.approx(walk["digits"]["v142"]["val_loss"], rel=1e-6)
+    (bench,) = [b for b in c["benchmarks"] if b["benchmark"] == "sklearn-digits"]
+    assert bench["paired"] is True
+    acc = {m["metric"]: m for m in bench["metrics"]}["accuracy"]
+    g = gate_metric(walk["gate_v142"], "accuracy")
+    assert acc["difference"] == pytest.approx(g["difference"], abs=1e-12)
+    assert acc["stdError"] == pytest.approx(g["stdError"], rel=1e-9)
+    assert acc["significant"] is True and acc["n"] == 360
+
+
+def test_the_prompt_pair_is_an_evaluation_mismatch_not_a_training_regression(walk):
+    e = walk["explain_lm"]
+    assert (e["decision"]["cause"], e["decision"]["owner"]) == ("evaluation_mismatch", "evaluation"), e["decision"]
+    assert "evaluation_mismatch" in walk["explain_lm_text"]
+    c = walk["compare_lm"]
+    assert c["metrics"]["valLoss"]["delta"] == 0
+    assert not [k for k in c["config"] if k["changed"]]
+    (bench,) = [b for b in c["benchmarks"] if b["benchmark"] == "fortunes-completion"]
+    assert bench["paired"] is True  # the same items of the same file: the difference is paired
+    prompt = {v["name"]: v for v in bench["versions"]}["prompt"]
+    assert prompt["changed"] and "half-words-v1" in prompt["left"] and "three-quarter-words-v1" in prompt["right"]
+    rouge = {m["metric"]: m for m in bench["metrics"]}["rouge1"]
+    assert rouge["difference"] < 0
