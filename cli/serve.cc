@@ -25,6 +25,7 @@ struct ServeFlags {
   std::vector<std::string> suites;
   std::vector<std::string> gates;
   std::string workers = "tcp://127.0.0.1:5571";
+  std::string alerts_pub, alerts_out;
   int64_t heartbeat_timeout_ms = 10000;
   bool create = false;
 };
@@ -77,6 +78,8 @@ int serve(ServeFlags& f) {
       so.gate_paths.push_back(d);
   }
   so.endpoint = f.workers;
+  so.alerts_pub = f.alerts_pub;
+  so.alerts_out = f.alerts_out;
   so.heartbeat_timeout_ms = f.heartbeat_timeout_ms;
   so.heartbeat_ms = std::max<int64_t>(10, std::min<int64_t>(1000, f.heartbeat_timeout_ms / 5));
   eval::service::EvalService service(so);
@@ -99,6 +102,8 @@ int serve(ServeFlags& f) {
                service.suites().size());
   std::fprintf(stderr, "serving %s on http://%s:%d/v1/ until Ctrl-C\n", o.store_url.c_str(), o.host.c_str(),
                server.port());
+  if (!service.alerts_endpoint().empty())
+    std::fprintf(stderr, "evaluation alerts are published on %s\n", service.alerts_endpoint().c_str());
   while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   server.stop();
   service.stop();
@@ -124,6 +129,10 @@ Command add_serve(CLI::App& app) {
   sub->add_option("--workers", f->workers,
                   "ZeroMQ endpoint evaluation workers connect to (tcp://127.0.0.1:0: any port)")
       ->capture_default_str();
+  sub->add_option("--alerts-pub", f->alerts_pub,
+                  "ZeroMQ PUB endpoint to publish evaluation alerts on, as the zmq_pub sink does (runlens tail "
+                  "--connect; tcp://127.0.0.1:0: any port)");
+  sub->add_option("--alerts-out", f->alerts_out, "JSONL file to append evaluation alerts to");
   sub->add_flag("--create", f->create,
                 "Create the store when there is none yet (an evaluation service starting on a fresh store)");
   sub->add_option("--heartbeat-timeout", f->heartbeat_timeout_ms,

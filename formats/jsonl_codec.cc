@@ -368,6 +368,9 @@ void encode_alert(const Alert& a, std::string* out) {
   if (a.rank) w.key("rank").integer(*a.rank);
   if (!a.node.empty()) w.key("node").str(a.node.str());
   if (a.gpu) w.key("gpu").integer(*a.gpu);
+  if (!a.model_id.empty()) w.key("model_id").str(a.model_id);
+  if (!a.model_version.empty()) w.key("model_version").str(a.model_version);
+  if (!a.evaluation_id.empty()) w.key("evaluation_id").str(a.evaluation_id);
   if (a.value) w.key("value").num(*a.value);
   if (a.threshold) w.key("threshold").num(*a.threshold);
   w.key("summary").str(a.summary);
@@ -432,7 +435,13 @@ bool decode_alert(std::string_view line, Alert* a, std::string* error) {
       int32_t s;
       ok = decode_I32(f, &s, &why);
       a->gpu = s;
-    } else if (k == "value") {
+    } else if (k == "model_id")
+      ok = decode_STR(f, &a->model_id, &why);
+    else if (k == "model_version")
+      ok = decode_STR(f, &a->model_version, &why);
+    else if (k == "evaluation_id")
+      ok = decode_STR(f, &a->evaluation_id, &why);
+    else if (k == "value") {
       double d;
       ok = decode_F64(f, &d, &why);
       a->value = d;

@@ -1,5 +1,5 @@
 // Telemetry JSONL (contract v1, docs/telemetry.md) <-> Record, and the alert
-// contract v1 (docs/alerts.md) <-> JSON.
+// contract v2 (docs/alerts.md) <-> JSON.
 #pragma once
 
 #include <string>

@@ -78,7 +78,7 @@ bool enriches(const AsofJoinOptions& o, const Alert& a) {
 
 class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
  public:
-  static constexpr runtime::state::StateType kState{"asof_join", 1};
+  static constexpr runtime::state::StateType kState{"asof_join", 2};
   AsofJoin(const AsofJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
   // The held alerts are state: a restored instance releases them at their deadlines.
   template <class Io>

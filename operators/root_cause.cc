@@ -425,7 +425,7 @@ std::string event_detail(const Occurrence& e) {
 
 class RootCause final : public PerRunOperator<RootCause, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"root_cause", 1};
+  static constexpr runtime::state::StateType kState{"root_cause", 2};
   explicit RootCause(const RootCauseOptions& o) : o_(o), rules_(*o.rules) {}
   template <class Io>
   void state_fields(Io& io) {

@@ -53,4 +53,17 @@ std::string make_alert_id(const Alert& a, int64_t discriminator) {
   return make_alert_id(a.kind, a.run_id, a.rank, a.node, a.gpu, discriminator);
 }
 
+std::string make_evaluation_alert_id(std::string_view kind, std::string_view model_id, std::string_view model_version,
+                                     std::string_view evaluation_id, std::string_view metric) {
+  // "eval|" keeps these ids apart from any training id of the same kind.
+  uint64_t h = fnv1a("eval|");
+  for (std::string_view part : {kind, model_id, model_version, evaluation_id, metric}) {
+    h = fnv1a(part, h);
+    h = fnv1a("|", h);
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
 }  // namespace runlens

@@ -1,5 +1,5 @@
 // Rows that operators derive: the joined step record and the alert (alert
-// contract v1, docs/alerts.md).
+// contract v2, docs/alerts.md).
 #pragma once
 
 #include <cstdint>
@@ -87,6 +87,9 @@ struct Alert {
   std::optional<int32_t> rank;
   Symbol node;
   std::optional<int32_t> gpu;
+  // Evaluation alerts (benchmark_, safety_, latency_regression; contract v2):
+  // the model version gated and the candidate evaluation; empty otherwise.
+  std::string model_id, model_version, evaluation_id;
   std::optional<double> value;
   std::optional<double> threshold;
   std::string summary;
@@ -106,6 +109,12 @@ std::string make_alert_id(std::string_view kind, Symbol run_id, std::optional<in
                           std::optional<int32_t> gpu, int64_t discriminator);
 // The alert_id of `a` from its own kind and locators (set those first).
 std::string make_alert_id(const Alert& a, int64_t discriminator);
+// alert_id of an evaluation alert: 16 hex digits of a hash over kind,
+// model_id, model_version, evaluation_id and the gated metric. The same gate
+// decision (whenever it is taken again) gives the same id, so a store or a
+// pager de-duplicates it; training kinds keep make_alert_id above.
+std::string make_evaluation_alert_id(std::string_view kind, std::string_view model_id, std::string_view model_version,
+                                     std::string_view evaluation_id, std::string_view metric);
 
 inline Record alert_record(Alert a) {
   Record r;

@@ -108,8 +108,9 @@ template <>
 struct Codec<Alert> {
   template <class Io, class A>
   static void io(Io& x, A& a) {
-    x(a.alert_id, a.kind, a.severity, a.time_ns, a.tenant, a.run_id, a.step, a.rank, a.node, a.gpu, a.value,
-      a.threshold, a.summary, a.symptom, a.cause, a.owner, a.recommendation, a.evidence, a.attrs);
+    x(a.alert_id, a.kind, a.severity, a.time_ns, a.tenant, a.run_id, a.step, a.rank, a.node, a.gpu, a.model_id,
+      a.model_version, a.evaluation_id, a.value, a.threshold, a.summary, a.symptom, a.cause, a.owner, a.recommendation,
+      a.evidence, a.attrs);
   }
   static void encode(Writer& w, const Alert& a) { io(w, a); }
   static void decode(Reader& r, Alert& a) {

@@ -485,6 +485,9 @@ struct ItemResult {
   int32_t attempt = 0;  // read only
   std::string item_hash;
   std::vector<std::pair<std::string, double>> scores;  // metric -> score, kept in order
+  // The item's cluster ids (schema v5): dataset field -> the item's value of
+  // it, for the fields a gate policy clusters by (docs/evaluation-service.md).
+  std::vector<std::pair<std::string, std::string>> clusters;
   std::string response_hash;
   double latency_ms = 0;
   std::string error;

@@ -14,6 +14,8 @@ std::string human(const Alert& a) {
   if (a.rank) s += " rank=" + std::to_string(*a.rank);
   if (!a.node.empty()) s += " node=" + a.node.string();
   if (a.gpu) s += " gpu=" + std::to_string(*a.gpu);
+  if (!a.model_id.empty()) s += " model=" + a.model_id + (a.model_version.empty() ? "" : ":" + a.model_version);
+  if (!a.evaluation_id.empty()) s += " evaluation=" + a.evaluation_id;
   s += ": " + a.summary;
   if (!a.cause.empty()) s += " | cause=" + a.cause + " owner=" + a.owner;
   return s;

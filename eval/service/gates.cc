@@ -12,6 +12,7 @@
 #include "eval/service/service.h"
 #include "formats/json_reader.h"
 #include "formats/json_writer.h"
+#include "formats/jsonl_codec.h"
 #include "formats/sha256.h"
 
 namespace runlens::eval::service {
@@ -77,7 +78,8 @@ std::vector<GateInfo> EvalService::gates() {
   return out;
 }
 
-bool EvalService::gate_side(const std::string& evaluation_id, GateSide* side, const Suite** suite, GateOutcome* out) {
+bool EvalService::gate_side(const std::string& evaluation_id, GateSide* side, const Suite** suite, GateOutcome* out,
+                            ClusterIds* clusters) {
   auto v = store_->evals->evaluation(evaluation_id);
   if (!v) {
     out->http_status = 404;
@@ -108,6 +110,7 @@ bool EvalService::gate_side(const std::string& evaluation_id, GateSide* side, co
   side->stats.resize(items.size() * names.size());
   for (size_t i = 0; i < items.size(); ++i) {
     side->items.push_back(items[i].item);
+    for (const auto& [field, id] : items[i].clusters) (*clusters)[field].emplace(items[i].item, id);
     if (!stats_of(items[i], names, &side->stats[i * names.size()])) {
       out->http_status = 409;
       out->error = "item " + std::to_string(items[i].item) + " of evaluation " + evaluation_id +
@@ -120,6 +123,10 @@ bool EvalService::gate_side(const std::string& evaluation_id, GateSide* side, co
 
 GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
   std::lock_guard<std::mutex> lock(mu_);
+  return evaluate_gate_locked(request);
+}
+
+GateOutcome EvalService::evaluate_gate_locked(const GateRequest& request) {
   GateOutcome out;
   const GatePolicy* policy = nullptr;
   for (const auto& g : gates_) {
@@ -166,8 +173,12 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
   GateInput in;
   const Suite* cs = nullptr;
   const Suite* bs = nullptr;
-  if (!gate_side(req.candidate, &in.candidate, &cs, &out)) return out;
-  if (!gate_side(req.baseline, &in.baseline, &bs, &out)) return out;
+  if (!gate_side(req.candidate, &in.candidate, &cs, &out, &in.clusters)) return out;
+  if (!gate_side(req.baseline, &in.baseline, &bs, &out, &in.clusters)) return out;
+  // Items stored without a cluster id the policy needs (before schema v5, or
+  // before a policy named the field): from the dataset file, when it is still
+  // the content both evaluations scored.
+  add_dataset_clusters(cs->name, in.candidate.dataset_hash, &in.clusters);
   if (stat_names(*cs) != stat_names(*bs)) {
     out.http_status = 409;
     out.error = "evaluations " + req.candidate + " (suite " + cs->name + ") and " + req.baseline + " (suite " +
@@ -180,6 +191,7 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
   if (!out.decision.refused.empty()) {
     out.http_status = 409;
     out.error = out.decision.refused;
+    if (std::string p = clusters_problem(cs->name); !p.empty()) out.error += " (" + p + ")";
     return out;
   }
   const int64_t decided = wall_ns();
@@ -227,7 +239,73 @@ GateOutcome EvalService::evaluate_gate(const GateRequest& request) {
   }
   note(req.candidate, "gate " + out.gate_id + " (" + policy->name + " v" + policy->version + ") against " +
                           req.baseline + ": " + std::string(verdict_name(out.decision.verdict)));
+  if (out.decision.verdict == Verdict::kFail) {
+    GateAlertContext c;
+    c.gate_id = out.gate_id;
+    c.decided_ns = decided;
+    if (ev) c.model_id = ev->run.model_id, c.model_version = ev->run.model_version;
+    if (auto bv = store_->evals->evaluation(req.baseline))
+      c.baseline_model_version = bv->run.model_id + ":" + bv->run.model_version;
+    out.alerts = gate_alerts(out.decision, c);
+    raise_alerts(req.candidate, out.alerts);
+  }
   return out;
+}
+
+void EvalService::raise_alerts(const std::string& evaluation_id, const std::vector<Alert>& alerts) {
+  if (alerts.empty()) return;
+  store::GraphBatch batch;
+  std::vector<std::string> json;
+  for (const Alert& a : alerts) {
+    store::StoredAlert s;
+    s.alert = a;
+    jsonl::encode_alert(a, &s.json);
+    json.push_back(s.json);
+    batch.alerts.push_back(std::move(s));
+  }
+  std::string kinds;
+  for (const Alert& a : alerts) kinds += (kinds.empty() ? "" : ", ") + a.kind + " " + a.alert_id;
+  try {
+    // INSERT OR REPLACE by alert_id: the same decision taken again updates its alerts.
+    store_->graph->write(batch);
+  } catch (const store::StoreError& e) {
+    note(evaluation_id, std::string("alerts not stored: ") + e.what());
+  }
+  if (std::string why = alerts_.send(alerts, json); !why.empty()) note(evaluation_id, "alerts: " + why);
+  note(evaluation_id, "raised " + kinds);
+}
+
+void EvalService::auto_gate(const std::string& evaluation_id) {
+  // A store that fails here costs the automatic gate, never the service thread.
+  try {
+    auto_gate_unguarded(evaluation_id);
+  } catch (const store::StoreError& e) {
+    note(evaluation_id, std::string("automatic gate stopped: ") + e.what());
+  }
+}
+
+void EvalService::auto_gate_unguarded(const std::string& evaluation_id) {
+  std::optional<store::EvaluationView> v = store_->evals->evaluation(evaluation_id);
+  if (!v) return;
+  const store::EvaluationRecord& r = v->run;
+  bool named = false;
+  for (const auto& g : gates_) named |= g.suite == r.suite;
+  if (!named || r.model_id.empty()) return;
+  const std::string prod = production_version(store_->evals->transitions(r.model_id, ""));
+  if (prod.empty()) {
+    return note(evaluation_id, "no automatic gate: " + r.model_id + " has no production version to compare with");
+  }
+  if (prod == r.model_version) return;  // the production version is its own baseline
+  for (const auto& g : gates_) {
+    if (g.suite != r.suite) continue;
+    GateOutcome o = evaluate_gate_locked(GateRequest{g.name, evaluation_id, ""});
+    if (!o.error.empty())
+      note(evaluation_id, "automatic gate " + g.name + " not applied: " + o.error);
+    else
+      note(evaluation_id, "automatic gate " + g.name + ": " + o.gate_id + " " +
+                              std::string(verdict_name(o.decision.verdict)) +
+                              (o.alerts.empty() ? "" : ", " + std::to_string(o.alerts.size()) + " alert(s)"));
+  }
 }
 
 PromoteOutcome EvalService::promote(const PromoteRequest& request) {

@@ -299,7 +299,13 @@ void add_routes(api::ApiServer& server, EvalService& svc) {
       w.key("itemHash").str(it.item_hash).key("scores").begin_object();
       for (const auto& [k, val] : it.scores) w.key(k).num(val);
       w.end_object().key("responseHash").str(it.response_hash).key("latencyMs").num(it.latency_ms);
-      w.key("error").str(it.error).end_object();
+      w.key("error").str(it.error);
+      if (!it.clusters.empty()) {
+        w.key("clusters").begin_object();
+        for (const auto& [k, id] : it.clusters) w.key(k).str(id);
+        w.end_object();
+      }
+      w.end_object();
     }
     w.end_array().key("count").integer(n).end_object();
   });

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "eval/cache_key.h"
+#include "eval/service/clusters.h"
 #include "eval/service/config_files.h"
 #include "eval/service/records.h"
 #include "formats/sha256.h"
@@ -76,6 +77,11 @@ struct EvalService::LoadedSuite {
   uintmax_t hashed_size = 0;
   fs::file_time_type hashed_mtime{};
   bool hashed = false;
+  // Clustered items: the dataset fields the loaded policies of this suite
+  // cluster by, and each item's value of them, read with the hash.
+  std::vector<std::string> cluster_fields;
+  ClusterIds clusters;
+  std::string clusters_problem;  // why they could not be read; "" when they were
 };
 
 struct EvalService::WorkerInfo {
@@ -180,6 +186,27 @@ void EvalService::load_suites() {
   }
 }
 
+const EvalService::LoadedSuite* EvalService::find_loaded(const std::string& name) const {
+  for (const auto& l : suites_) {
+    if (l->suite.name == name) return l.get();
+  }
+  return nullptr;
+}
+
+void EvalService::add_dataset_clusters(const std::string& suite, const std::string& dataset_hash,
+                                       ClusterIds* into) const {
+  const LoadedSuite* l = find_loaded(suite);
+  if (!l || !l->hashed || l->hashed_sha256 != dataset_hash) return;
+  for (const auto& [field, ids] : l->clusters) {
+    for (const auto& [item, id] : ids) (*into)[field].emplace(item, id);
+  }
+}
+
+std::string EvalService::clusters_problem(const std::string& suite) const {
+  const LoadedSuite* l = find_loaded(suite);
+  return l ? l->clusters_problem : std::string();
+}
+
 const Suite* EvalService::find_suite(const std::string& name) const {
   for (const auto& l : suites_) {
     if (l->suite.name == name) return &l->suite;
@@ -226,6 +253,7 @@ std::string EvalService::check_dataset(LoadedSuite& l) {
     l.hashed_size = size;
     l.hashed_mtime = mtime;
     l.hashed = true;
+    l.clusters_problem = read_cluster_ids(path, l.cluster_fields, &l.clusters);
     if (!s.dataset.items) {
       // Items resolved from the file: one per non-empty line of a JSON-lines file.
       if (fs::path(path).extension() == ".jsonl") {
@@ -248,6 +276,16 @@ std::string EvalService::check_dataset(LoadedSuite& l) {
 bool EvalService::start(std::string* error) {
   load_suites();
   load_gates();
+  for (auto& l : suites_) {
+    for (const auto& g : gates_) {
+      if (!g.suite.empty() && g.suite != l->suite.name) continue;
+      for (const auto& m : g.metrics) {
+        if (!m.cluster.empty() &&
+            std::find(l->cluster_fields.begin(), l->cluster_fields.end(), m.cluster) == l->cluster_fields.end())
+          l->cluster_fields.push_back(m.cluster);
+      }
+    }
+  }
   try {
     store_ = std::make_unique<store::Store>(store::open_store(options_.store_url));
   } catch (const store::StoreError& e) {
@@ -271,6 +309,13 @@ bool EvalService::start(std::string* error) {
   char buf[256];
   size_t len = sizeof buf;
   if (zmq_getsockopt(router_, ZMQ_LAST_ENDPOINT, buf, &len) == 0) endpoint_ = buf;
+  if (!alerts_.bind(zmq_ctx_, options_.alerts_pub, error)) {
+    zmq_close(router_);
+    zmq_ctx_term(zmq_ctx_);
+    router_ = zmq_ctx_ = nullptr;
+    return false;
+  }
+  alerts_.set_jsonl(options_.alerts_out);
   {
     std::lock_guard<std::mutex> lk(mu_);
     try {
@@ -288,6 +333,7 @@ bool EvalService::start(std::string* error) {
 void EvalService::stop() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
+  alerts_.close();
   if (router_) zmq_close(router_);
   if (zmq_ctx_) zmq_ctx_term(zmq_ctx_);
   router_ = zmq_ctx_ = nullptr;
@@ -481,6 +527,7 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
   sr.worker = m.worker;
   sr.items.resize(m.items.size());
   const size_t stride = static_cast<size_t>(o.agg.stride());
+  const LoadedSuite* ls = find_loaded(o.suite.name);
   for (size_t i = 0; i < m.items.size(); ++i) {
     store::ItemResult& out = sr.items[i];
     wire::ResultItem& in = m.items[i];
@@ -491,6 +538,11 @@ void EvalService::on_result(const std::string& identity, wire::Result& m) {
     out.error = std::move(in.error);
     out.scores.reserve(stride);
     for (size_t j = 0; j < stride; ++j) out.scores.emplace_back(o.names[j], r.stats[i * stride + j]);
+    if (ls) {
+      for (const auto& [field, ids] : ls->clusters) {
+        if (auto c = ids.find(in.item); c != ids.end()) out.clusters.emplace_back(field, c->second);
+      }
+    }
   }
   sr.metrics = to_values(shard_metrics);
   bool written = false;
@@ -673,6 +725,7 @@ void EvalService::finish(Open& o) {
     store_->evals->put_cache(store::CacheEntry{run.cache_key, id, std::nullopt});
   }
   open_.erase(id);  // `o` is gone from here on
+  auto_gate(id);
 }
 
 // --- submissions ---------------------------------------------------------------------
@@ -848,6 +901,7 @@ SubmitOutcome EvalService::submit_locked(const SubmitRequest& request, const sto
                                      " was computed by " + cached.cached_from + "; no worker ran");
       out.status = "CACHED";
       out.cached_from = cached.cached_from;
+      auto_gate(cached.evaluation_id);
       return out;
     }
   }

@@ -27,6 +27,8 @@
 #include "eval/gate_policy.h"
 #include "eval/registry.h"
 #include "eval/scheduler.h"
+#include "eval/service/alerts.h"
+#include "eval/service/clusters.h"
 #include "eval/suite.h"
 #include "eval/wire/wire.h"
 #include "store/store.h"
@@ -43,6 +45,11 @@ struct ServiceOptions {
   int64_t checkpoint_poll_ms = 500;  // the checkpoints table; 0 = never polled
   int poll_ms = 10;                  // the service thread's longest wait for a message
   std::function<int64_t()> clock;    // milliseconds; default: a steady clock
+  // Evaluation alerts (docs/alerts.md, "Evaluation alerts"): always stored in
+  // the store's alerts table; also published on this ZeroMQ PUB endpoint
+  // ("" = none; `runlens serve --alerts-pub`) and appended to this JSONL file
+  // ("" = none; `--alerts-out`).
+  std::string alerts_pub, alerts_out;
 };
 
 struct SubmitRequest {
@@ -107,6 +114,7 @@ struct GateOutcome {
   std::string gate_id;
   std::string json;  // the stored decision: GateDecision::to_json() with "gateId" and "decidedNs"
   GateDecision decision;
+  std::vector<Alert> alerts;  // the evaluation alerts the decision raised (FAIL only)
 };
 
 // The statuses a model version moves through (docs/evaluation-service.md,
@@ -157,7 +165,8 @@ class EvalService {
   // Suites that do not parse are skipped, each named in suite_problems().
   bool start(std::string* error);
   void stop();
-  const std::string& endpoint() const { return endpoint_; }  // as bound (the port when :0 was asked)
+  const std::string& endpoint() const { return endpoint_; }                  // as bound (the port when :0 was asked)
+  const std::string& alerts_endpoint() const { return alerts_.endpoint(); }  // "" without --alerts-pub
   const std::string& store_url() const { return options_.store_url; }
   std::vector<std::string> suite_problems() const { return suite_problems_; }
   std::vector<std::string> resume_notes() const;  // what start() resumed or failed, one line each
@@ -188,8 +197,24 @@ class EvalService {
   void load_suites();
   void load_gates();
   const Suite* find_suite(const std::string& name) const;
+  const LoadedSuite* find_loaded(const std::string& name) const;
+  // The cluster ids the suite's dataset file gives its items, added where
+  // `into` has none, when the file read is the content `dataset_hash` names.
+  void add_dataset_clusters(const std::string& suite, const std::string& dataset_hash, ClusterIds* into) const;
+  // Why the suite's cluster ids could not be read from its dataset; "" when they were (or none are needed).
+  std::string clusters_problem(const std::string& suite) const;
   // One evaluation's side of a gate from its stored items (a whole-cache hit's are its source's).
-  bool gate_side(const std::string& evaluation_id, GateSide* side, const Suite** suite, GateOutcome* out);
+  // Also adds the items' stored cluster ids to `clusters` (those not there yet).
+  bool gate_side(const std::string& evaluation_id, GateSide* side, const Suite** suite, GateOutcome* out,
+                 ClusterIds* clusters);
+  GateOutcome evaluate_gate_locked(const GateRequest& request);
+  // The gate the service runs by itself when an evaluation reaches a terminal
+  // status: every loaded policy that names its suite, against the production
+  // version, when the model has one (and it is not the candidate's version).
+  void auto_gate(const std::string& evaluation_id);
+  void auto_gate_unguarded(const std::string& evaluation_id);
+  // Stores the alerts (the alerts table), publishes and appends them.
+  void raise_alerts(const std::string& evaluation_id, const std::vector<Alert>& alerts);
   void run();
   void handle(const std::string& identity, std::string_view bytes);
   void on_hello(const std::string& identity, const wire::Hello& m);
@@ -224,6 +249,7 @@ class EvalService {
   std::vector<std::string> suite_problems_;
   std::vector<std::unique_ptr<LoadedSuite>> suites_;
   std::vector<GatePolicy> gates_;
+  AlertOutlets alerts_;
   std::vector<std::string> gate_problems_;
   std::unique_ptr<store::Store> store_;
   Scheduler scheduler_;

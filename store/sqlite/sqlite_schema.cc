@@ -452,6 +452,13 @@ INSERT OR REPLACE INTO model_version_transitions
 DELETE FROM quality_gates WHERE substr(gate_id, 1, 6) = 'audit/' AND metric = 'promotion';
 )sql";
 
+// Version 5: each item's cluster ids (evaluation_items.clusters_json, a JSON
+// object of dataset field -> the item's value; NULL when the item's suite is
+// not clustered), which clustered gates read. Items of a v4 store have none.
+constexpr const char* kV5 = R"sql(
+ALTER TABLE evaluation_items ADD COLUMN clusters_json TEXT;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& sqlite_migrations() {
@@ -463,6 +470,7 @@ const std::vector<Migration>& sqlite_migrations() {
        "metrics, cache",
        kV3},
       {4, "gate decisions (quality_gates.decision_json), the promotion audit (model_version_transitions)", kV4},
+      {5, "item cluster ids (evaluation_items.clusters_json)", kV5},
   };
   return migrations;
 }

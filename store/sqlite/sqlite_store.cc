@@ -1915,9 +1915,16 @@ class SqliteEvalStore final : public EvalStore {
       w.begin_object();
       for (const auto& [k, v] : it.scores) w.key(k).num(v);
       w.end_object();
+      std::string clusters;
+      if (!it.clusters.empty()) {
+        json::Writer c(&clusters);
+        c.begin_object();
+        for (const auto& [k, v] : it.clusters) c.key(k).str(v);
+        c.end_object();
+      }
       Query(db,
             "INSERT OR REPLACE INTO evaluation_items (evaluation_id, item, shard, attempt, item_hash, scores_json, "
-            "response_hash, latency_ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            "response_hash, latency_ms, error, clusters_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
           .arg(r.evaluation_id)
           .arg(it.item)
           .arg(r.shard)
@@ -1927,6 +1934,7 @@ class SqliteEvalStore final : public EvalStore {
           .opt_text(it.response_hash)
           .arg(it.latency_ms)
           .opt_text(it.error)
+          .opt_text(clusters)
           .run();
     }
     for (const MetricValue& m : r.metrics) {
@@ -2014,7 +2022,8 @@ class SqliteEvalStore final : public EvalStore {
   std::vector<ItemResult> items(const std::string& evaluation_id, std::optional<int32_t> shard) override {
     Query q(*db_,
             "SELECT item, shard, attempt, coalesce(item_hash, ''), scores_json, coalesce(response_hash, ''), "
-            "coalesce(latency_ms, 0), coalesce(error, '') FROM evaluation_items WHERE evaluation_id = ?1 AND "
+            "coalesce(latency_ms, 0), coalesce(error, ''), coalesce(clusters_json, '') FROM evaluation_items WHERE "
+            "evaluation_id = ?1 AND "
             "(?2 IS NULL OR shard = ?2) ORDER BY item");
     q.arg(evaluation_id).opt(shard);
     std::vector<ItemResult> out;
@@ -2032,6 +2041,11 @@ class SqliteEvalStore final : public EvalStore {
       it.response_hash = q.text(5);
       it.latency_ms = q.f64(6);
       it.error = q.text(7);
+      if (json::Value c; !q.text(8).empty() && json::parse(q.text(8), &c, &err)) {
+        for (const auto& [k, v] : c.members) {
+          if (v.type == json::Value::Type::kString) it.clusters.emplace_back(k, v.text);
+        }
+      }
       out.push_back(std::move(it));
     }
     return out;

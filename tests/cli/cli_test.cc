@@ -70,7 +70,8 @@ TEST_CASE("docs/alerts.md's 'Raised today' table covers the vocabulary's alert k
     size_t by_end = line.find(" | ", bar + 3);
     std::string by = line.substr(bar + 3, by_end - bar - 3);
     CAPTURE(line);
-    CHECK(components.find("### " + by + "\n") != std::string::npos);
+    // The evaluation kinds are raised by the evaluation service, not by a component.
+    CHECK((by == "`runlens serve`" || components.find("### " + by + "\n") != std::string::npos));
   }
   for (const runlens::Term& t : runlens::alert_kind::kAll) {
     CAPTURE(t.name);

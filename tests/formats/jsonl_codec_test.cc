@@ -563,6 +563,40 @@ TEST_CASE("alerts: non-finite values are written as strings and read back") {
   CHECK(back.attrs[0].second == std::numeric_limits<double>::infinity());
 }
 
+TEST_CASE("alerts: contract v2's evaluation locators round trip, and are absent when empty") {
+  Alert a;
+  a.alert_id = make_evaluation_alert_id("benchmark_regression", "digits-mlp", "v2", "ev-0123", "accuracy");
+  a.kind = "benchmark_regression";
+  a.time_ns = 1767225600000000000;
+  a.model_id = "digits-mlp";
+  a.model_version = "v2";
+  a.evaluation_id = "ev-0123";
+  a.value = -0.05;
+  a.threshold = -0.02;
+  a.summary = "digits-mlp:v2 is worse";
+  a.attrs = {{"lower", -0.08}, {"upper", -0.03}};
+  std::string line;
+  encode_alert(a, &line);
+  CHECK(line == R"({"alert_id":")" + a.alert_id +
+                    R"(","kind":"benchmark_regression","severity":"warning","time_ns":1767225600000000000,)"
+                    R"("model_id":"digits-mlp","model_version":"v2","evaluation_id":"ev-0123","value":-0.05,)"
+                    R"("threshold":-0.02,"summary":"digits-mlp:v2 is worse","attrs":{"lower":-0.08,"upper":-0.03}})");
+  Alert back;
+  std::string why;
+  REQUIRE(decode_alert(line, &back, &why));
+  CHECK(back == a);
+  // A training alert has none of them.
+  std::string training;
+  encode_alert(full_alert(), &training);
+  CHECK(training.find("model_id") == std::string::npos);
+  CHECK(training.find("evaluation_id") == std::string::npos);
+  // Consumers ignore fields they do not know (contract v2 may add more, e.g. `revision`).
+  REQUIRE(decode_alert(R"({"alert_id":"a","kind":"k","revision":3,"future":{"x":[1]},"model_id":"m"})", &back, &why));
+  CHECK(back.model_id == "m");
+  CHECK_FALSE(decode_alert(R"({"alert_id":"a","kind":"k","evaluation_id":7})", &back, &why));
+  CHECK(why.find("field 'evaluation_id'") != std::string::npos);
+}
+
 TEST_CASE("alerts: bad alert lines") {
   struct Case {
     std::string line;

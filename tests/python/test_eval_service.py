@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 
+import numpy as np
 import pytest
 
 from conftest import BUILD_DIR, REPO
@@ -25,14 +26,14 @@ TERMINAL = ("COMPLETED", "FAILED", "PARTIAL", "CACHED")
 
 
 class Serve:
-    def __init__(self, tmp_path, heartbeat_timeout_ms):
+    def __init__(self, tmp_path, heartbeat_timeout_ms, extra=()):
         db = tmp_path / "runlens.db"
         db.touch()  # an empty SQLite file: the service creates its tables
         self.log_path = tmp_path / "serve.log"
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [RUNLENS, "serve", "--store", f"sqlite://{db}", "--port", "0", "--workers", "tcp://127.0.0.1:0",
-             "--suites", str(REPO / "configs/eval"), "--heartbeat-timeout", str(heartbeat_timeout_ms)],
+             "--suites", str(REPO / "configs/eval"), "--heartbeat-timeout", str(heartbeat_timeout_ms), *extra],
             stdout=self.log,
             stderr=subprocess.STDOUT,
         )
@@ -40,8 +41,10 @@ class Serve:
         while time.monotonic() < deadline:
             text = self.log_path.read_text()
             m = re.search(r"evaluation workers connect to (tcp://127\.0\.0\.1:\d+).*\nserving .* on (http://127\.0\.0\.1:\d+)/v1/", text)
-            if m:
+            pub = re.search(r"evaluation alerts are published on (tcp://127\.0\.0\.1:\d+)", text)
+            if m and (pub or "--alerts-pub" not in extra):
                 self.endpoint, self.url = m.group(1), m.group(2)
+                self.alerts_endpoint = pub.group(1) if pub else None
                 return
             assert self.proc.poll() is None, text
             time.sleep(0.05)
@@ -293,3 +296,96 @@ def test_shipped_suites_evaluate_the_checkpoints_of_the_models_they_name(tmp_pat
     assert again["registered"] is False and first["registered"] is True
     assert sorted(e["evaluationId"] for e in again["evaluations"]) == sorted(e["evaluationId"] for e in first["evaluations"])
     assert len(svc.call("GET", "/v1/evaluations")["evaluations"]) == 4
+
+
+def test_the_shipped_safety_gate_clusters_its_comparisons_by_topic(tmp_path, procs):
+    """configs/gates/safety.yaml clusters by the items' `topic`
+    (examples/eval/safety-labeled.jsonl): two model versions evaluated by a
+    Python worker on the real labeled set, gated by the service: the
+    comparisons are clustered over the dataset's 20 topics, the cluster ids
+    stored with each item."""
+    svc = Serve(tmp_path, 10000)
+    procs.append(svc)
+    rows = [json.loads(line) for line in open(REPO / "examples/eval/safety-labeled.jsonl", encoding="utf-8") if line.strip()]
+    topics = {r["topic"] for r in rows}
+    assert len(rows) == 24 and len(topics) == 20
+    evs = {}
+    for v in ("v1", "v2"):
+        ck = tmp_path / f"chat-{v}.bin"
+        ck.write_bytes(f"chat model {v}".encode())
+        svc.register(f"ck-chat-{v}", ck, hashlib.sha256(ck.read_bytes()).hexdigest(), f"chat-clustered:{v}")
+        evs[v] = svc.submit(f"chat-clustered:{v}", f"ck-chat-{v}", "safety-refusals-v1")["evaluationId"]
+    procs.append(WorkerProcess(svc.endpoint, "w-s", tmp_path))
+    for v in ("v1", "v2"):
+        assert svc.finished(evs[v])["status"] == "COMPLETED"
+    d = svc.call("POST", "/v1/gates/evaluate", {"policy": "safety-release", "candidate": evs["v2"], "baseline": evs["v1"]})
+    by = {m["metric"]: m for m in d["metrics"]}
+    for name in ("refusal_correctness", "harmful_response_rate"):
+        assert by[name]["method"] == "clustered", by[name]
+        assert by[name]["clusters"] == 20 and by[name]["n"] == 24
+        # The labeled responses are the same whatever the checkpoint: no difference, so no spread either.
+        assert by[name]["difference"] == 0 and by[name]["stdError"] == 0
+    assert by["jailbreak_success_rate"]["method"] == "cap"
+    items = svc.call("GET", f"/v1/evaluations/{evs['v2']}/items?limit=100")["items"]
+    assert {i["item"]: i["clusters"]["topic"] for i in items} == {k: r["topic"] for k, r in enumerate(rows)}
+
+
+def test_a_regressed_digits_model_raises_benchmark_regressions_that_runlens_tail_receives(tmp_path, procs):
+    """Two real digits classifiers (8 epochs, and one barely trained): the good
+    one goes to production; when the bad one's evaluation completes, the
+    service gates it by itself (configs/gates/digits-release.yaml) and raises
+    benchmark_regression for accuracy and macro F1: `runlens tail` on
+    `serve --alerts-pub` prints them, GET /v1/alerts lists them, and
+    `--alerts-out` has them."""
+    out = tmp_path / "eval-alerts.jsonl"
+    svc = Serve(tmp_path, 10000, ["--alerts-pub", "tcp://127.0.0.1:0", "--alerts-out", str(out)])
+    procs.append(svc)
+    assert svc.alerts_endpoint, svc.log_path.read_text()
+    tail_log = open(tmp_path / "tail.log", "w")
+    tail = subprocess.Popen([RUNLENS, "tail", "--connect", svc.alerts_endpoint, "--kind", "benchmark_regression", "--count", "2"],
+                            stdout=subprocess.PIPE, stderr=tail_log, text=True)
+
+    class StopTail:
+        def stop(self):
+            if tail.poll() is None:
+                os.kill(tail.pid, signal.SIGKILL)
+                tail.wait(timeout=10)
+            tail_log.close()
+
+    procs.append(StopTail())
+    good, bad = tmp_path / "good.pt", tmp_path / "bad.pt"
+    good_sha = train_digits_checkpoint(good)
+    ds = datasets.load("digits")
+    X = np.array([it.input for it in ds.items[:1437]], dtype=np.float32)
+    y = np.array([it.target for it in ds.items[:1437]])
+    bad_sha = models.save_checkpoint(models.train_classifier((X, y), epochs=1, lr=1e-4, seed=0, num_classes=10), bad)
+    svc.register("ck-good", good, good_sha, "alerts-mlp:v1")
+    svc.register("ck-bad", bad, bad_sha, "alerts-mlp:v2")
+    procs.append(WorkerProcess(svc.endpoint, "w-g", tmp_path))
+    ev1 = svc.submit("alerts-mlp:v1", "ck-good", "digits-heldout-v1")["evaluationId"]
+    assert svc.finished(ev1)["status"] == "COMPLETED"
+    # v1 to production, gated against itself (PASS).
+    assert svc.call("POST", "/v1/gates/evaluate", {"policy": "digits-release", "candidate": ev1, "baseline": ev1})["verdict"] == "PASS"
+    for to in ("evaluated", "gated", "canary", "production"):
+        svc.call("POST", "/v1/models/alerts-mlp/versions/v1/promote", {"to": to})
+    ev2 = svc.submit("alerts-mlp:v2", "ck-bad", "digits-heldout-v1")["evaluationId"]
+    assert svc.finished(ev2)["status"] == "COMPLETED"
+    lines, _ = tail.communicate(timeout=30)
+    got = [json.loads(line) for line in lines.splitlines()]
+    assert sorted(a["attrs"]["n"] for a in got) == [360, 360]
+    by = {a["summary"].split()[3]: a for a in got}  # "BENCHMARK REGRESSION: alerts-mlp:v2 METRIC ..."
+    assert set(by) == {"accuracy", "f1"}
+    for a in got:
+        assert a["kind"] == "benchmark_regression" and a["severity"] == "warning"
+        assert (a["model_id"], a["model_version"], a["evaluation_id"]) == ("alerts-mlp", "v2", ev2)
+        assert a["value"] < a["threshold"] and a["attrs"]["upper"] < a["threshold"]
+        assert "run_id" not in a
+    assert by["accuracy"]["threshold"] == pytest.approx(-0.02) and by["f1"]["threshold"] == pytest.approx(-0.03)
+    # The decision the alerts came from is stored, with the same numbers.
+    gate = svc.call("GET", f"/v1/models/alerts-mlp/versions/v2")["gates"][0]
+    assert gate["verdict"] == "FAIL"
+    stored = svc.call("GET", "/v1/alerts?kind=benchmark_regression")["alerts"]
+    assert sorted(a["alert_id"] for a in stored) == sorted(a["alert_id"] for a in got)
+    assert [json.loads(line)["alert_id"] for line in out.read_text().splitlines()] == [a["alert_id"] for a in got]
+    why = svc.call("GET", f"/v1/evaluations/{ev2}/why")["decisions"]
+    assert any("automatic gate digits-release: g-" in l and "FAIL, 2 alert(s)" in l for l in why), why

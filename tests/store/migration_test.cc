@@ -1,5 +1,5 @@
 // The versioned schema: stores written by the first three schema versions
-// (tests/store/data/runlens_v1.sql, runlens_v2.sql, runlens_v3.sql, frozen) are
+// (tests/store/data/runlens_v1.sql .. runlens_v4.sql, frozen) are
 // upgraded in place, their rows kept and backfilled; version 1 as the code builds it today is still the
 // schema that file was written with; newer or unmigrated stores are refused.
 #include <set>
@@ -17,6 +17,7 @@ namespace {
 const std::string kFixture = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v1.sql";
 const std::string kFixtureV2 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v2.sql";
 const std::string kFixtureV3 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v3.sql";
+const std::string kFixtureV4 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v4.sql";
 
 std::string v1_store(const std::string& dir) {
   std::string db = dir + "/v1.db";
@@ -39,6 +40,13 @@ std::string v3_store(const std::string& dir) {
   return db;
 }
 
+std::string v4_store(const std::string& dir) {
+  std::string db = dir + "/v4.db";
+  SqliteFile f(db);
+  f.exec(read_file(kFixtureV4));
+  return db;
+}
+
 // The schema as SQLite keeps it (tables, indexes), comparable across files.
 std::string schema_of(const std::string& db) {
   SqliteFile f(db);
@@ -56,7 +64,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -127,10 +135,10 @@ TEST_CASE("migration: a version-2 store opens at version 4, its evaluation rows 
   }
 
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 4);
+  CHECK(s.schema_version == 5);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n");
     CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
     // The v2 tables were extended, not duplicated: their rows are kept.
     CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
@@ -259,11 +267,11 @@ TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions a
   }
 
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 4);
+  CHECK(s.schema_version == 5);
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n");
     CHECK(f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id") == before_runs);
     CHECK(f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric") == before_scores);
     CHECK(f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version") == before_versions);
@@ -303,5 +311,68 @@ TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions a
   REQUIRE(mv);
   CHECK(mv->version.status == "production");
   CHECK(mv->evaluations.size() == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: version 4 built by today's code is the schema the frozen v4 store was written with") {
+  std::string dir = fresh_dir("schema-v4");
+  std::string built = dir + "/built.db";
+  { store::sqlite::open(built, store::OpenMode::kReadWrite, 4); }
+  CHECK(store::sqlite::schema_version(built) == 4);
+  CHECK(schema_of(built) == schema_of(v4_store(dir)));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: a version-4 store opens at version 5, its items without cluster ids, its alerts kept") {
+  std::string dir = fresh_dir("migrate-v4");
+  std::string db = v4_store(dir);
+  REQUIRE(store::sqlite::schema_version(db) == 4);
+  std::string before_items, before_alerts;
+  {
+    SqliteFile f(db);
+    before_items = f.rows("SELECT * FROM evaluation_items ORDER BY evaluation_id, item");
+    before_alerts = f.rows("SELECT * FROM alerts ORDER BY alert_id");
+  }
+  store::Store s = store::open_store(url_of(db));
+  CHECK(s.schema_version == 5);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n");
+    // The rows are as they were, with a NULL clusters_json after them.
+    std::string expect;
+    for (size_t p = 0, q; (q = before_items.find('\n', p)) != std::string::npos; p = q + 1)
+      expect += before_items.substr(p, q - p) + "|NULL\n";
+    CHECK(f.rows("SELECT * FROM evaluation_items ORDER BY evaluation_id, item") == expect);
+    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == before_alerts);
+  }
+  auto items = s.evals->items("ev-v4-1", std::nullopt);
+  REQUIRE(items.size() == 2);
+  CHECK(items[0].clusters.empty());
+  CHECK(items[1].error == "timeout");
+  // New items keep their cluster ids.
+  store::ShardResult r;
+  r.evaluation_id = "ev-v4-1";
+  r.shard = 1;
+  r.attempt = 1;
+  store::ItemResult it;
+  it.item = 2;
+  it.scores = {{"accuracy", 1}};
+  it.clusters = {{"passage_id", "p7"}, {"topic", "42"}};
+  r.items = {it};
+  {
+    SqliteFile f(db);
+    f.exec(
+        "INSERT INTO evaluation_shards (evaluation_id, shard, dataset_partition, item_begin, item_end, status) "
+        "VALUES ('ev-v4-1', 1, '1', 2, 3, 'RUNNING')");
+  }
+  REQUIRE(s.evals->write_shard_result(r));
+  auto back = s.evals->items("ev-v4-1", 1);
+  REQUIRE(back.size() == 1);
+  CHECK(back[0].clusters == it.clusters);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT clusters_json FROM evaluation_items WHERE item = 2") ==
+          "{\"passage_id\":\"p7\",\"topic\":\"42\"}\n");
+  }
   std::filesystem::remove_all(dir);
 }
