@@ -15,8 +15,9 @@ real runs on real data.
    evaluates it on the 360 held-out digits (configs/eval/digits-heldout.yaml).
 3. Gates and promotes v141 through the gate path (digits-release against
    v140: PASS; evaluated -> gated -> canary -> production), then gates v142
-   against production (v141): FAIL on quality, and its promotion is refused
-   (409 with the gate's reasons).
+   against production (v141): FAIL on quality, which raises
+   benchmark_regression alerts (GET /v1/alerts; serve --alerts-out), and its
+   promotion is refused (409 with the gate's reasons).
 4. Walks the regression: `runlens explain digits-mlp:v142 --baseline v141`
    names the learning-rate change and its step; GET
    /v1/models/digits-mlp/compare marks lr.
@@ -128,7 +129,9 @@ def run_scenario(out: pathlib.Path, runlens: str, *, workers: int = 2, timeout: 
     ckpts = out / "checkpoints"
     ckpts.mkdir(parents=True)
     r: dict = {"out": str(out)}
-    stack = Stack(out, runlens, workers=workers, gates=ROOT / "configs" / "gates", worker_prefix="walk-w")
+    (out / "alerts.jsonl").unlink(missing_ok=True)
+    stack = Stack(out, runlens, workers=workers, gates=ROOT / "configs" / "gates", worker_prefix="walk-w",
+                  serve_args=["--alerts-out", out / "alerts.jsonl"])
     try:
         r["api"] = stack.api
         log(f"service {stack.api}/v1/, workers on {stack.workers_endpoint}, store {stack.store}")
@@ -195,6 +198,9 @@ def run_scenario(out: pathlib.Path, runlens: str, *, workers: int = 2, timeout: 
         g2 = stack.http("POST", "/v1/gates/evaluate", {"policy": "digits-release",
                                                        "candidate": r["evaluations"][v142]["evaluationId"]})
         r["gate_v142"] = g2
+        # The FAIL raised evaluation alerts: in the store (GET /v1/alerts) and in serve's --alerts-out file.
+        r["alerts"] = stack.http("GET", "/v1/alerts?kind=benchmark_regression")["alerts"]
+        r["alerts_jsonl"] = [json.loads(line) for line in (out / "alerts.jsonl").read_text().splitlines() if line]
         r["promote_v142"] = refused(promote, stack, v142, "gated")
         cli = stack.cli("eval", "promote", "--server", stack.api, "--model-version", v142, "--to", "gated", "--user",
                         USER, check=False)
@@ -241,6 +247,9 @@ def print_summary(r: dict) -> None:
                   f"bounds [{m['lower']:+.4f}, {m['upper']:+.4f}]  margin {m['margin']}  {m['verdict']}")
         for reason in g.get("reasons", []):
             print(f"  reason: {reason}")
+    print("alerts (GET /v1/alerts?kind=benchmark_regression):")
+    for a in r["alerts"]:
+        print(f"  {a['alert_id']} {a['kind']} {a['severity']}: {a['summary']}")
     code, body = r["promote_v142"]
     print(f"promote digits-mlp:v142 to gated: {code} {body.get('error', '') if isinstance(body, dict) else body}")
     for reason in (body.get("reasons", []) if isinstance(body, dict) else []):

@@ -83,11 +83,12 @@ def python_env(runlens: str) -> dict:
 
 class Stack:
     def __init__(self, out: pathlib.Path, runlens: str, *, workers: int = 2, suites=None, gates=None,
-                 python_workers: bool = False, worker_prefix: str = "w", pipeline: bool = True):
+                 python_workers: bool = False, worker_prefix: str = "w", pipeline: bool = True, serve_args=()):
         """Starts the stack in `out` (store out/runlens.db, logs out/logs).
         `workers` evaluation workers (`runlens eval worker`, or with
         python_workers `python3 -m runlens.eval.worker`); `suites` and
-        `gates` are passed to serve (default: the source tree's)."""
+        `gates` are passed to serve (default: the source tree's), and
+        `serve_args` after them."""
         self.out = pathlib.Path(out).resolve()
         self.out.mkdir(parents=True, exist_ok=True)
         self.logs = self.out / "logs"
@@ -100,7 +101,7 @@ class Stack:
         self.procs: list[subprocess.Popen] = []
         self._files = []
         try:
-            self._start(workers, suites, gates, python_workers, worker_prefix, pipeline)
+            self._start(workers, suites, gates, python_workers, worker_prefix, pipeline, list(serve_args))
         except BaseException:
             self.stop()
             raise
@@ -113,7 +114,7 @@ class Stack:
         self.procs.append(proc)
         return proc, log
 
-    def _start(self, workers, suites, gates, python_workers, worker_prefix, pipeline):
+    def _start(self, workers, suites, gates, python_workers, worker_prefix, pipeline, serve_args):
         if pipeline:
             run, run_log = self.start("run", [self.runlens, "run", "--out", self.out / "pipeline", "--store",
                                               self.store, "--set", f"RUNLENS_LISTEN={self.ingest}", "--set",
@@ -130,6 +131,7 @@ class Stack:
             args += ["--suites", s]
         for g in ([gates] if isinstance(gates, (str, pathlib.Path)) else gates or []):
             args += ["--gates", g]
+        args += serve_args
         self.serve, self.serve_log = self.start("serve", args)
         self.api = "http://127.0.0.1:" + wait_for_line(self.serve_log, r"on http://127\.0\.0\.1:(\d+)/v1/",
                                                        self.serve).group(1)

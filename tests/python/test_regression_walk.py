@@ -200,3 +200,20 @@ def test_the_prompt_pair_is_an_evaluation_mismatch_not_a_training_regression(wal
     assert prompt["changed"] and "half-words-v1" in prompt["left"] and "three-quarter-words-v1" in prompt["right"]
     rouge = {m["metric"]: m for m in bench["metrics"]}["rouge1"]
     assert rouge["difference"] < 0
+
+
+def test_the_failed_gate_raises_benchmark_regression_alerts(walk):
+    g = walk["gate_v142"]
+    ev = walk["evaluations"]["digits-mlp:v142"]["evaluationId"]
+    alerts = {a["attrs"]["margin"]: a for a in walk["alerts"]}
+    assert len(walk["alerts"]) == 2 and set(alerts) == {0.02, 0.03}, walk["alerts"]  # accuracy and f1
+    for a in walk["alerts"]:
+        assert a["kind"] == "benchmark_regression" and a["severity"] == "warning"
+        assert (a["model_id"], a["model_version"], a["evaluation_id"]) == ("digits-mlp", "v142", ev)
+        assert "runId" not in a and "run_id" not in a
+    acc, m = alerts[0.02], gate_metric(g, "accuracy")
+    assert acc["value"] == pytest.approx(m["difference"], abs=1e-12) and acc["threshold"] == -0.02
+    assert acc["attrs"]["upper"] == pytest.approx(m["upper"], abs=1e-12) and acc["attrs"]["n"] == 360
+    assert "digits-mlp:v142" in acc["summary"] and "accuracy" in acc["summary"] and g["gateId"] in acc["summary"]
+    # serve --alerts-out wrote the same alerts.
+    assert sorted(a["alert_id"] for a in walk["alerts_jsonl"]) == sorted(a["alert_id"] for a in walk["alerts"])
