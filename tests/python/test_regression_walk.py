@@ -217,3 +217,35 @@ def test_the_failed_gate_raises_benchmark_regression_alerts(walk):
     assert "digits-mlp:v142" in acc["summary"] and "accuracy" in acc["summary"] and g["gateId"] in acc["summary"]
     # serve --alerts-out wrote the same alerts.
     assert sorted(a["alert_id"] for a in walk["alerts_jsonl"]) == sorted(a["alert_id"] for a in walk["alerts"])
+
+
+def test_digits_train_sends_what_a_collector_receives(collector, tmp_path):
+    """examples/digits_train.py against a real ZeroMQ collector: run_start's
+    config, train events with loss/lr/grad_norm (val_loss every --val-every
+    steps), the lr change as a config_change event at its step, and a
+    checkpoint event per saved file with its SHA-256."""
+    import digits_train
+
+    from conftest import has_run_end
+
+    a = digits_train.parse_args(["--endpoint", collector.endpoint, "--run-id", "dt-1", "--checkpoint-id", "c1",
+                                 "--out", str(tmp_path), "--steps", "20", "--val-every", "5",
+                                 "--checkpoint-every", "10", "--lr-change", "12:0.2"])
+    s = digits_train.train(a, log=lambda *x: None)
+    collector.collect(until=has_run_end)
+    (start,) = collector.of_type("run_start")
+    assert start["run_id"] == "dt-1" and start["model_id"] == "digits-mlp" and start["model_version"] == "c1"
+    assert {k: start["config"][k] for k in ("lr", "batch_size", "hidden", "seed", "dataset")} == {
+        "lr": 0.05, "batch_size": 64, "hidden": "64", "seed": 0, "dataset": "digits@1"}
+    train = sorted(collector.of_type("train"), key=lambda e: e["step"])
+    assert [e["step"] for e in train] == list(range(20))
+    assert [e["lr"] for e in train] == [0.05] * 12 + [0.2] * 8
+    assert all(e["grad_norm"] > 0 and math.isfinite(e["loss"]) for e in train)
+    assert [e["step"] for e in train if e.get("val_loss") is not None] == [4, 9, 14, 19]
+    assert train[19]["val_loss"] == pytest.approx(s["val_loss"], rel=1e-6)
+    (change,) = [e for e in collector.of_type("event") if e["kind"] == "config_change"]
+    assert (change["step"], change["key"], change["old"], change["new"]) == (12, "lr", 0.05, 0.2)
+    cks = sorted(collector.of_type("checkpoint"), key=lambda e: e["step"])
+    assert [(c["checkpoint_id"], c["step"]) for c in cks] == [("c1-step10", 10), ("c1", 20)]
+    assert [c["sha256"] for c in cks] == [c["sha256"] for c in s["checkpoints"]]
+    assert models.load_checkpoint(s["checkpoints"][-1]["path"]).step == 20
