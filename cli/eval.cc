@@ -496,6 +496,12 @@ std::string number_text(const json::Value* v) {
   return buf;
 }
 
+// A SHA-256 as its first 12 digits, anything else as it is.
+std::string short_hash(const std::string& s) {
+  const bool hex = s.size() == 64 && s.find_first_not_of("0123456789abcdefABCDEF") == std::string::npos;
+  return hex ? s.substr(0, 12) : s;
+}
+
 // GET /v1/models/{id}/versions/{v}/explain (docs/api.md), human-readable: the
 // walk of spec section 52, the decision with its path and evidence, the
 // benchmarks' differences and the likely conclusion.
@@ -552,8 +558,8 @@ std::string format_explain(const json::Value& e) {
       if (const json::Value* vs = b.find("versions"); vs && vs->type == json::Value::Type::kArray) {
         for (const auto& v : vs->items) {
           if (member_text(v, "changed") == "true")
-            out += "    " + member_text(v, "name") + " changed: " + member_text(v, "left") + " → " +
-                   member_text(v, "right") + "\n";
+            out += "    " + member_text(v, "name") + " changed: " + short_hash(member_text(v, "left")) + " → " +
+                   short_hash(member_text(v, "right")) + "\n";
         }
       }
     }

@@ -186,6 +186,13 @@ TEST_CASE("runlens explain: the walk in words, --json, and errors") {
   CHECK(prod.code == 0);
   CHECK(prod.output.find("model version toy:v2 against toy:v1 (the production version)\n") == 0);
 
+  ShellResult unpaired = shell(bin + " explain toy:v6" + server);
+  CHECK(unpaired.code == 0);
+  CHECK(unpaired.output.find("  digits-holdout accuracy 0.9 → 0.8  difference -0.1 (NOT PAIRED: the datasets differ; "
+                             "no significance claimed)\n    dataset changed: digits-test@1 → digits-test@2\n"
+                             "    datasetHash changed: bbbbbbbbbbbb → cccccccccccc\n") != std::string::npos);
+  CHECK(unpaired.output.find("decision (model_failure): evaluation_mismatch, owner evaluation\n") != std::string::npos);
+
   ShellResult missing = shell(bin + " explain toy:v9 --baseline v1" + server);
   CHECK(missing.code == 1);
   CHECK(missing.output.find("runlens explain: no model version at http://127.0.0.1:") == 0);

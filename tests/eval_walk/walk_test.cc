@@ -254,6 +254,15 @@ TEST_CASE("the effective config stops at the checkpoint: a change after it is no
   CHECK(c.signals.values.at("val_loss_delta") == 0.0);
   CHECK(c.decision.cause == "unknown");
   CHECK(c.decision.owner == "evaluation");
+  // This store has no production version: explain needs a baseline named.
+  try {
+    walk::model_explain(s, "toy", "b", "");
+    FAIL("no error");
+  } catch (const walk::WalkError& e) {
+    CHECK(e.status == 409);
+    CHECK(e.message == "no baseline named and toy has no production version to compare with: pass baseline=VERSION");
+  }
+  CHECK(walk::model_explain(s, "toy", "b", "toy:a").find(R"("baselineFrom":"named","modelVersion":"toy:b")") == 1);
 }
 
 TEST_CASE("prompt pair with equal validation loss: evaluation_mismatch, owner evaluation") {
@@ -265,7 +274,7 @@ TEST_CASE("prompt pair with equal validation loss: evaluation_mismatch, owner ev
   CHECK(c.signals.values.at("dataset_version_changed") == 0.0);
   CHECK(c.decision.cause == "evaluation_mismatch");
   CHECK(c.decision.owner == "evaluation");
-  CHECK(c.decision.summary.find("prompt 1") != std::string::npos);
+  CHECK(c.decision.summary.find("validation loss unchanged (0.4 → 0.4) but the benchmark moved by -0.3") == 0);
   REQUIRE(c.benchmarks.size() == 1);
   CHECK(c.benchmarks[0].paired);
   bool prompt_marked = false;
@@ -274,6 +283,9 @@ TEST_CASE("prompt pair with equal validation loss: evaluation_mismatch, owner ev
   }
   CHECK(prompt_marked);
   CHECK(c.conclusion[1] == "Training configuration unchanged.");
+  CHECK(c.conclusion[3] ==
+        "digits-holdout accuracy 0.9 → 0.6 (-0.3, p = 0.0002101, significant); evaluation "
+        "changed: prompt p1 → p2.");
 }
 
 TEST_CASE("dataset pair: the training dataset changed and val loss rose: dataset_change, owner data") {
