@@ -22,19 +22,13 @@ same checkpoint bytes: every evaluation is then served from the cache
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import pathlib
-import re
-import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from runlens_stack import ROOT, HttpError, Stack, StackError, http_json  # noqa: E402
 
 # (model id, checkpoint id, kind, training arguments). The model version the
 # service registers for each checkpoint is MODEL:CHECKPOINT_ID.
@@ -43,32 +37,6 @@ MODELS = [
     ("digits-mlp", "mlp-v2", "classifier", {"hidden": (128,), "epochs": 30, "seed": 0}),
     ("fortunes-charlm", "charlm-v1", "lm", {"steps": 300, "seed": 0}),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_line(path: pathlib.Path, pattern: str, proc: subprocess.Popen, timeout: float = 60.0) -> re.Match:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        text = path.read_text(errors="replace") if path.exists() else ""
-        m = re.search(pattern, text)
-        if m:
-            return m
-        if proc.poll() is not None:
-            raise SystemExit(f"eval_demo: {proc.args[0]} {proc.args[1]} exited ({proc.returncode}):\n{text}")
-        time.sleep(0.05)
-    raise SystemExit(f"eval_demo: timed out waiting for /{pattern}/ in {path}")
-
-
-def http_json(url: str, body=None):
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=10) as r:
-        return json.loads(r.read())
 
 
 def train(kind: str, model_id: str, ckpt_id: str, args: dict, out: pathlib.Path, endpoint: str) -> pathlib.Path:
@@ -106,39 +74,13 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
 
     out = pathlib.Path(a.out).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    logs = out / "logs"
-    logs.mkdir(exist_ok=True)
-    store = f"sqlite://{out / 'runlens.db'}"
-    ingest = f"tcp://127.0.0.1:{free_port()}"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(pathlib.Path(a.runlens).parent / "python"),
-                                                                     os.environ.get("PYTHONPATH")])))
-    procs: list[subprocess.Popen] = []
-
-    def start(name: str, args: list[str]) -> tuple[subprocess.Popen, pathlib.Path]:
-        log = logs / f"{name}.log"
-        f = open(log, "w")
-        proc = subprocess.Popen([a.runlens, *args], stdout=f, stderr=subprocess.STDOUT, env=env)
-        procs.append(proc)
-        return proc, log
-
     try:
-        run, run_log = start("run", ["run", "--out", str(out / "pipeline"), "--store", store, "--set",
-                                     f"RUNLENS_LISTEN={ingest}", "--set",
-                                     f"RUNLENS_PUBLISH=tcp://127.0.0.1:{free_port()}"])
-        deadline = time.monotonic() + 60
-        while not (out / "runlens.db").exists():  # the pipeline creates the store as it starts
-            if run.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit(f"eval_demo: runlens run did not start:\n{run_log.read_text()}")
-            time.sleep(0.05)
-        serve, serve_log = start("serve", ["serve", "--store", store, "--port", "0", "--workers",
-                                           "tcp://127.0.0.1:0", "--suites", str(ROOT / "configs" / "eval")])
-        api = "http://127.0.0.1:" + wait_for_line(serve_log, r"on http://127\.0\.0\.1:(\d+)/v1/", serve).group(1)
-        workers = wait_for_line(serve_log, r"workers connect to (tcp://\S+)", serve).group(1)
-        for i in range(a.workers):
-            start(f"worker-{i + 1}", ["eval", "worker", "--connect", workers, "--id", f"demo-w{i + 1}"])
-        print(f"service {api}/v1/, workers on {workers}, store {store}", flush=True)
-
+        stack = Stack(out, a.runlens, workers=a.workers, worker_prefix="demo-w")
+    except StackError as e:
+        raise SystemExit(f"eval_demo: {e}")
+    api, ingest, logs, store = stack.api, stack.ingest, stack.logs, stack.store
+    try:
+        print(f"service {api}/v1/, workers on {stack.workers_endpoint}, store {store}", flush=True)
 
         versions = [f"{m}:{c}" for m, c, _, _ in MODELS] + ["code-sampler:mutation-v1"]
         listed = lambda v: http_json(f"{api}/v1/evaluations?modelVersion={v}")["evaluations"]  # noqa: E731
@@ -172,7 +114,7 @@ def main(argv=None) -> int:
                 try:
                     http_json(f"{api}/v1/models/{model}/versions/{version}")
                     break
-                except urllib.error.HTTPError:
+                except HttpError:
                     if time.monotonic() > deadline:
                         raise SystemExit(f"eval_demo: {v} was never registered (logs in {logs})")
                     time.sleep(0.1)
@@ -208,16 +150,7 @@ def main(argv=None) -> int:
               f"store {store}", flush=True)
         return 0
     finally:
-        for proc in reversed(procs):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)
-        for proc in reversed(procs):
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
+        stack.stop()
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -115,9 +115,9 @@ TEST_CASE("paired difference: mean, standard error, interval and p-value agree w
   r.record.evaluation_id = "R";
   const std::vector<double> ls = scores(9), rs = scores(6);
   for (size_t i = 0; i < ls.size(); ++i) {
-    l.items.push_back({static_cast<int64_t>(i), 0, 0, "", {{"accuracy", ls[i]}}, "", 0, ""});
+    l.items.push_back({static_cast<int64_t>(i), 0, 0, "", {{"accuracy", ls[i]}}, {}, "", 0, ""});
     r.items.push_back(
-        {static_cast<int64_t>(ls.size() - 1 - i), 0, 0, "", {{"accuracy", rs[ls.size() - 1 - i]}}, "", 0, ""});
+        {static_cast<int64_t>(ls.size() - 1 - i), 0, 0, "", {{"accuracy", rs[ls.size() - 1 - i]}}, {}, "", 0, ""});
   }
   l.metrics = {{"accuracy", 0.9, 40, std::nullopt}};
   r.metrics = {{"accuracy", 0.6, 40, std::nullopt}};
@@ -156,8 +156,8 @@ TEST_CASE("unpaired datasets are flagged: no paired statistics, no significance"
   l.record.dataset_version = "1";
   r.record.dataset_version = "2";
   for (int i = 0; i < 10; ++i) {
-    l.items.push_back({i, 0, 0, "", {{"accuracy", 1.0}}, "", 0, ""});
-    r.items.push_back({i, 0, 0, "", {{"accuracy", 0.0}}, "", 0, ""});
+    l.items.push_back({i, 0, 0, "", {{"accuracy", 1.0}}, {}, "", 0, ""});
+    r.items.push_back({i, 0, 0, "", {{"accuracy", 0.0}}, {}, "", 0, ""});
   }
   l.metrics = {{"accuracy", 0.9, 100, 0.03}};
   r.metrics = {{"accuracy", 0.5, 100, 0.04}};

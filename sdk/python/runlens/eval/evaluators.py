@@ -28,6 +28,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import time
 import urllib.parse
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
@@ -340,15 +341,33 @@ def _classify(a: Assignment, model) -> List[ItemResult]:
     return out
 
 
-def split_for_completion(text: str) -> Tuple[str, str]:
-    """The LM suite's generation task: the first half of the text's words (with
-    the white space after them) is the prompt, the rest the reference the
-    model's completion is scored against."""
+# The generation prompt a suite's prompt template names: the first FRACTION
+# of the entry's words. "{first half of the words}" is the default (also for
+# a template that names none of these).
+PROMPT_FRACTIONS = {"half": (1, 2), "third": (1, 3), "quarter": (1, 4), "two thirds": (2, 3),
+                    "three quarters": (3, 4)}
+_PROMPT_TEMPLATE = re.compile(r"\{first (half|third|quarter|two thirds|three quarters) of the words\}")
+
+
+def prompt_fraction(prompt: Dict[str, Any]) -> Tuple[int, int]:
+    """The (numerator, denominator) of the words a suite's prompt keeps:
+    its template's "{first F of the words}" for F one of PROMPT_FRACTIONS'
+    names (half, third, quarter, two thirds, three quarters), else 1/2."""
+    m = _PROMPT_TEMPLATE.search(str((prompt or {}).get("template", "")))
+    return PROMPT_FRACTIONS[m.group(1)] if m else (1, 2)
+
+
+def split_for_completion(text: str, fraction: Tuple[int, int] = (1, 2)) -> Tuple[str, str]:
+    """The LM suite's generation task: the first `fraction` of the text's
+    words (default half, rounded down, at least one; with the white space
+    after them) is the prompt, the rest the reference the model's completion
+    is scored against."""
+    num, den = fraction
     words = text.split()
     if len(words) < 2:
-        cut = max(1, len(text) // 2)
+        cut = max(1, len(text) * num // den)
         return text[:cut], text[cut:]
-    keep = len(words) // 2
+    keep = max(1, len(words) * num // den)
     pos = 0
     for w in words[:keep]:
         pos = text.index(w, pos) + len(w)
@@ -415,6 +434,7 @@ def _lm(a: Assignment, model) -> List[ItemResult]:
     _range(a, len(entries), a.dataset_path)
     items = entries[a.begin : a.end]
     generate = any(m.name in _LM_GENERATE for m in a.metrics)
+    fraction = prompt_fraction(a.prompt)
     temperature = float(a.decoding.get("temperature", 0) or 0)
     top_k = a.decoding.get("top_k")
     max_new = int(a.decoding.get("max_tokens", 64) or 64)
@@ -425,7 +445,7 @@ def _lm(a: Assignment, model) -> List[ItemResult]:
         ll = _models.loglikelihood(model, [it.input])[0]
         completion, reference = "", ""
         if generate:
-            prompt, reference = split_for_completion(it.input)
+            prompt, reference = split_for_completion(it.input, fraction)
             completion = _models.complete(
                 model, [prompt], max_new_chars=max_new, temperature=temperature, top_k=top_k, seed=seed
             )[0]
