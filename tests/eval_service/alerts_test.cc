@@ -84,23 +84,15 @@ TEST_CASE("evaluation alerts: each dimension's kind on a FAIL, stored, published
   write_file(dir + "/gates/safety.yaml", policy("toy-safety", "safety"));
   write_file(dir + "/gates/latency.yaml", policy("toy-latency", "latency"));
 
-  const std::string url = store::store_url_of_file(dir + "/runlens.db");
-  eval::service::ServiceOptions so;
-  so.store_url = url;
-  so.suite_paths = {dir + "/suites"};
-  so.gate_paths = {dir + "/gates"};
-  so.endpoint = "tcp://127.0.0.1:0";
+  eval::service::ServiceOptions so = service_options(dir);
   so.alerts_pub = "tcp://127.0.0.1:0";
   so.alerts_out = dir + "/alerts.jsonl";
-  eval::service::EvalService svc(so);
-  std::string error;
-  REQUIRE_MESSAGE(svc.start(&error), error);
+  const std::string url = so.store_url;
+  ServedEval served(so);
+  auto& svc = served.svc;
   REQUIRE(svc.alerts_endpoint().rfind("tcp://127.0.0.1:", 0) == 0);
   CHECK(svc.alerts_endpoint() != "tcp://127.0.0.1:0");
-  api::ApiServer server(api::ServeOptions{url, "127.0.0.1", 0});
-  eval::service::add_routes(server, svc);
-  REQUIRE_MESSAGE(server.start(&error), error);
-  Http http(server.port());
+  Http& http = *served.http;
 
   void* zctx = zmq_ctx_new();
   void* sub = zmq_socket(zctx, ZMQ_SUB);
@@ -235,8 +227,7 @@ TEST_CASE("evaluation alerts: each dimension's kind on a FAIL, stored, published
 
   zmq_close(sub);
   zmq_ctx_term(zctx);
-  svc.stop();
-  server.stop();
+  served.stop();
   std::filesystem::remove_all(dir);
 }
 

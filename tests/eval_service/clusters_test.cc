@@ -49,19 +49,11 @@ TEST_CASE("clustered items: the service's gate uses the clustered standard error
              "gate: toy-flat\nversion: \"1\"\nsuite: toy-v1\nalpha: 0.05\ndimensions:\n  quality:\n"
              "    - metric: accuracy\n      margin: 0.05\n");
 
-  const std::string url = store::store_url_of_file(dir + "/runlens.db");
-  eval::service::ServiceOptions so;
-  so.store_url = url;
-  so.suite_paths = {dir + "/suites"};
-  so.gate_paths = {dir + "/gates"};
-  so.endpoint = "tcp://127.0.0.1:0";
-  eval::service::EvalService svc(so);
-  std::string error;
-  REQUIRE_MESSAGE(svc.start(&error), error);
-  api::ApiServer server(api::ServeOptions{url, "127.0.0.1", 0});
-  eval::service::add_routes(server, svc);
-  REQUIRE_MESSAGE(server.start(&error), error);
-  Http http(server.port());
+  eval::service::ServiceOptions so = service_options(dir);
+  const std::string url = so.store_url;
+  ServedEval served(so);
+  auto& svc = served.svc;
+  Http& http = *served.http;
 
   std::map<std::string, std::string> ev;
   for (const char* v : {"v1", "v2"}) {
@@ -135,8 +127,7 @@ TEST_CASE("clustered items: the service's gate uses the clustered standard error
   CHECK(at(fm, "method").text == "paired-mean");
   CHECK(at(fm, "stdError").number == doctest::Approx(paired_se));
 
-  svc.stop();
-  server.stop();
+  served.stop();
   std::filesystem::remove_all(dir);
 }
 

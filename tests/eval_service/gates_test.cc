@@ -67,19 +67,11 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   write_file(dir + "/gates/toy.yaml", kPolicy);
   write_file(dir + "/gates/broken.yaml", "gate: broken\nversion: \"1\"\nalpha: 2\n");
 
-  const std::string url = store::store_url_of_file(dir + "/runlens.db");
-  eval::service::ServiceOptions so;
-  so.store_url = url;
-  so.suite_paths = {dir + "/suites"};
-  so.gate_paths = {dir + "/gates"};
-  so.endpoint = "tcp://127.0.0.1:0";
-  eval::service::EvalService svc(so);
-  std::string error;
-  REQUIRE_MESSAGE(svc.start(&error), error);
-  api::ApiServer server(api::ServeOptions{url, "127.0.0.1", 0});
-  eval::service::add_routes(server, svc);
-  REQUIRE_MESSAGE(server.start(&error), error);
-  Http http(server.port());
+  eval::service::ServiceOptions so = service_options(dir);
+  const std::string url = so.store_url;
+  ServedEval served(so);
+  auto& svc = served.svc;
+  Http& http = *served.http;
 
   // The policies and their problems.
   auto [gs, gl] = http.get("/v1/gates");
@@ -324,7 +316,6 @@ TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 re
   CHECK(r2 == 409);
   CHECK(at(rb2, "error").text == "no previous production version of toy-mlp to roll back to");
 
-  svc.stop();
-  server.stop();
+  served.stop();
   std::filesystem::remove_all(dir);
 }

@@ -1,15 +1,22 @@
-// A JSON-over-HTTP client for the evaluation routes' tests: every answer is
-// parsed (errors included, which are JSON too).
+// A JSON-over-HTTP client for the evaluation routes' tests (every answer is
+// parsed, errors included, which are JSON too), and the service with its
+// routes on loopback ports chosen at run time.
 #pragma once
 
 #include <doctest/doctest.h>
 #include <httplib.h>
 
+#include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
+#include "eval/service/http.h"
+#include "eval/service/service.h"
 #include "formats/json_reader.h"
+#include "server/serve.h"
+#include "store/store.h"
 
 namespace runlens::testing {
 
@@ -43,6 +50,40 @@ struct Http {
     auto res = client->Post(path.c_str(), h, body, type);
     REQUIRE_MESSAGE(res, "no answer for " << path);
     return {res->status, parse(res->body)};
+  }
+};
+
+// Options for a service over DIR/runlens.db with the suites of DIR/suites and
+// the gate policies of DIR/gates (when there is one), its ROUTER on a port chosen at bind time.
+inline eval::service::ServiceOptions service_options(const std::string& dir) {
+  eval::service::ServiceOptions so;
+  so.store_url = store::store_url_of_file(dir + "/runlens.db");
+  so.suite_paths = {dir + "/suites"};
+  if (std::filesystem::is_directory(dir + "/gates")) so.gate_paths = {dir + "/gates"};
+  so.endpoint = "tcp://127.0.0.1:0";
+  return so;
+}
+
+// The evaluation service over `options` and an ApiServer with its routes,
+// both started (the test fails here if either cannot start), stopped by stop()
+// or when it goes out of scope; `http` talks to the server.
+struct ServedEval {
+  eval::service::EvalService svc;
+  api::ApiServer server;
+  std::optional<Http> http;
+
+  explicit ServedEval(const eval::service::ServiceOptions& options)
+      : svc(options), server(api::ServeOptions{options.store_url, "127.0.0.1", 0}) {
+    std::string error;
+    REQUIRE_MESSAGE(svc.start(&error), error);
+    eval::service::add_routes(server, svc);
+    REQUIRE_MESSAGE(server.start(&error), error);
+    http.emplace(server.port());
+  }
+  // The server first: no request reaches a stopped service.
+  void stop() {
+    server.stop();
+    svc.stop();
   }
 };
 

@@ -24,18 +24,11 @@ TEST_CASE("eval routes: submit, read, list, why, items, model versions, checkpoi
   std::filesystem::create_directories(dir + "/suites");
   write_file(dir + "/suites/toy.yaml", suite_yaml(spec));
   write_file(dir + "/suites/broken.yaml", "suite: broken\nbenchmark: b\n");
-  const std::string url = store::store_url_of_file(dir + "/runlens.db");
-  eval::service::ServiceOptions so;
-  so.store_url = url;
-  so.suite_paths = {dir + "/suites"};
-  so.endpoint = "tcp://127.0.0.1:0";
-  eval::service::EvalService svc(so);
-  std::string error;
-  REQUIRE_MESSAGE(svc.start(&error), error);
-  api::ApiServer server(api::ServeOptions{url, "127.0.0.1", 0});
-  eval::service::add_routes(server, svc);
-  REQUIRE_MESSAGE(server.start(&error), error);
-  Http http(server.port());
+  eval::service::ServiceOptions so = service_options(dir);
+  const std::string url = so.store_url;
+  ServedEval served(so);
+  auto& svc = served.svc;
+  Http& http = *served.http;
 
   // Registration creates the evaluation the suite asks for.
   auto [cs, ck] = http.post("/v1/checkpoints", R"({"checkpointId":"ck-a","sha256":")" + std::string(64, 'a') +
@@ -202,7 +195,6 @@ TEST_CASE("eval routes: submit, read, list, why, items, model versions, checkpoi
   CHECK(http.get("/v1/evaluations/ev-nope/why").first == 404);
   // The run-graph API is still there on the same port.
   CHECK(http.get("/v1/health").first == 200);
-  server.stop();
-  svc.stop();
+  served.stop();
   std::filesystem::remove_all(dir);
 }

@@ -18,8 +18,7 @@ namespace {
 
 struct Served {
   std::string dir, url;
-  std::unique_ptr<eval::service::EvalService> svc;
-  std::unique_ptr<api::ApiServer> server;
+  std::unique_ptr<ServedEval> eval;
 };
 
 void serve(Served* s, const std::string& name) {
@@ -30,17 +29,9 @@ void serve(Served* s, const std::string& name) {
     WalkScenario{}.write(st);
   }
   std::filesystem::create_directories(s->dir + "/suites");
-  eval::service::ServiceOptions so;
-  so.store_url = s->url;
-  so.suite_paths = {s->dir + "/suites"};
-  so.endpoint = "tcp://127.0.0.1:0";
+  eval::service::ServiceOptions so = service_options(s->dir);
   so.checkpoint_poll_ms = 0;
-  s->svc = std::make_unique<eval::service::EvalService>(so);
-  std::string error;
-  REQUIRE_MESSAGE(s->svc->start(&error), error);
-  s->server = std::make_unique<api::ApiServer>(api::ServeOptions{s->url, "127.0.0.1", 0});
-  eval::service::add_routes(*s->server, *s->svc);
-  REQUIRE_MESSAGE(s->server->start(&error), error);
+  s->eval = std::make_unique<ServedEval>(so);
 }
 
 const json::Value* find_config(const json::Value& c, const std::string& key) {
@@ -55,7 +46,7 @@ const json::Value* find_config(const json::Value& c, const std::string& key) {
 TEST_CASE("GET /v1/models/{id}/compare: section 23's table") {
   Served s;
   serve(&s, "compare");
-  Http http(s.server->port());
+  Http http(s.eval->server.port());
   auto [status, c] = http.get("/v1/models/toy/compare?left=v1&right=v2");
   REQUIRE(status == 200);
   CHECK(at(at(c, "left"), "modelVersion").text == "toy:v1");
@@ -102,7 +93,7 @@ TEST_CASE("GET /v1/models/{id}/compare: section 23's table") {
 TEST_CASE("GET /v1/models/{id}/versions/{v}/explain: the walk, baseline named or production") {
   Served s;
   serve(&s, "explain");
-  Http http(s.server->port());
+  Http http(s.eval->server.port());
   auto [status, e] = http.get("/v1/models/toy/versions/v2/explain");
   REQUIRE(status == 200);
   CHECK(at(e, "baselineFrom").text == "production");
@@ -134,7 +125,7 @@ TEST_CASE("GET /v1/models/{id}/versions/{v}/explain: the walk, baseline named or
 TEST_CASE("GET /v1/runs/compare gains the evaluations of both runs' checkpoints") {
   Served s;
   serve(&s, "runs");
-  Http http(s.server->port());
+  Http http(s.eval->server.port());
   auto [status, c] = http.get("/v1/runs/compare?left=r-base&right=r-lr");
   REQUIRE(status == 200);
   const auto& evs = at(c, "evaluations").items;
@@ -159,7 +150,7 @@ TEST_CASE("GET /v1/runs/compare gains the evaluations of both runs' checkpoints"
 TEST_CASE("runlens explain: the walk in words, --json, and errors") {
   Served s;
   serve(&s, "cli");
-  const std::string server = " --server http://127.0.0.1:" + std::to_string(s.server->port());
+  const std::string server = " --server http://127.0.0.1:" + std::to_string(s.eval->server.port());
   const std::string bin = RUNLENS_BINARY;
   ShellResult r = shell(bin + " explain toy:v2 --baseline v1" + server);
   CHECK(r.code == 0);
