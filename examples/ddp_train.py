@@ -231,6 +231,10 @@ def worker(rank, args, rendezvous, checkpoint_dir):
             file=sys.stderr,
             flush=True,
         )
+        if not failed:
+            # No rank tears the group down while another still uses it: gloo
+            # can abort a process (std::terminate) whose peers went first.
+            dist.barrier()
         dist.destroy_process_group()
 
 
