@@ -1,5 +1,6 @@
 #include "operators/rank_join.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <unordered_map>
@@ -63,9 +64,19 @@ struct RunState {
   std::unordered_map<int32_t, int64_t> missing;
   std::vector<int64_t> last_seen;  // by rank: the latest step it reported
   Symbol tenant;
+  // By rank: the step of its most recent report, joined or set aside (INT64_MIN:
+  // none); their median is the run's current step.
+  std::vector<int64_t> latest;
+  int64_t current = INT64_MIN;  // the current step when last computed (INT64_MIN: not yet)
+  // Ranks whose latest report jumped past max_step_jump (step_anomaly raised),
+  // with the run's current step then; their reports are set aside until one is
+  // within max_step_jump again.
+  std::unordered_map<int32_t, int64_t> anomalous;
+  int64_t stalled_step = INT64_MIN;  // the step job_stalled was raised at, until a step closes without a stall
   template <class Io>
   void fields(Io& io) {
-    io(info, world, pending, closed, closed_order, missing, last_seen, tenant);
+    io(info, world, pending, closed, closed_order, missing, last_seen, tenant, latest, current, anomalous,
+       stalled_step);
   }
 };
 
@@ -73,7 +84,7 @@ constexpr size_t kClosedMemory = 4096;
 
 class RankJoin final : public PerRunOperator<RankJoin, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"rank_join", 1};
+  static constexpr runtime::state::StateType kState{"rank_join", 2};
   RankJoin(const RankJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
   template <class Io>
   void state_fields(Io& io) {
@@ -95,6 +106,10 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     it->second.closed_order.clear();
     it->second.missing.clear();
     it->second.last_seen.clear();
+    it->second.latest.clear();
+    it->second.current = INT64_MIN;
+    it->second.anomalous.clear();
+    it->second.stalled_step = INT64_MIN;
   }
 
   void handle(const Record& r, Emitter& out) {
@@ -137,6 +152,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
       reject(r, "rank " + std::to_string(s.rank) + " is outside the run's world size " + std::to_string(st.world));
       return;
     }
+    if (set_aside(r, s, st, out)) return;
     if (st.closed.count(s.step)) {
       reject(r, "step " + std::to_string(s.step) + " of rank " + std::to_string(s.rank) +
                     " arrived after the step was closed (it timed out or the run restarted)");
@@ -172,6 +188,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     st.last_seen[s.rank] = std::max(st.last_seen[s.rank], s.step);
     if (auto m = st.missing.find(s.rank); m != st.missing.end() && s.step > m->second) st.missing.erase(m);
     if (st.world > 0 && p.count == st.world) {
+      st.stalled_step = INT64_MIN;  // every rank reported: whatever stalled is moving again
       auto node = st.pending.find(s.step);
       emit(s.run_id, st, s.step, node->second, r.time_ns, false, false, out);
       remember_closed(st, s.step);
@@ -221,19 +238,195 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
       if (!have) rec->missing.push_back(rank);
     }
     measure_ranks(*rec);
-    if (alert && st.world > 0) {
-      for (int32_t rank : rec->missing) {
-        if (st.missing.count(rank)) continue;  // already reported
-        // A rank that has reported a later step is not hung: it skipped this one.
-        if (static_cast<size_t>(rank) < st.last_seen.size() && st.last_seen[rank] > step) continue;
-        st.missing[rank] = step;
-        out.emit(alert_record(missing_alert(run_id, st, step, rank, at, p)));
-      }
-    }
+    if (alert && st.world > 0) raise_missing(run_id, st, step, p, at, rec->missing, out);
     Record r;
     r.time_ns = at;
     r.body = std::shared_ptr<const StepRecord>(std::move(rec));
     out.emit(std::move(r));
+  }
+
+  // `step` lies more than max_step_jump past `current`.
+  bool beyond(int64_t step, int64_t current) const {
+    return o_.max_step_jump > 0 && current != INT64_MIN && step > current &&
+           static_cast<uint64_t>(step) - static_cast<uint64_t>(current) > static_cast<uint64_t>(o_.max_step_jump);
+  }
+
+  // The run's current step: the (lower) median of its ranks' latest steps.
+  int64_t current_step(const RunState& st) {
+    scratch_.clear();
+    for (int64_t v : st.latest) {
+      if (v != INT64_MIN) scratch_.push_back(v);
+    }
+    if (scratch_.empty()) return INT64_MIN;
+    auto mid = scratch_.begin() + static_cast<std::ptrdiff_t>((scratch_.size() - 1) / 2);
+    std::nth_element(scratch_.begin(), mid, scratch_.end());
+    return *mid;
+  }
+
+  // Judges a report against the run's current step. A step more than
+  // max_step_jump past it (a restarted or corrupted counter) is set aside:
+  // dead-lettered, no step opened, no deadline started, and step_anomaly
+  // raised the first time in a row. True when the report was set aside.
+  bool set_aside(const Record& r, const Step& s, RunState& st, Emitter& out) {
+    if (o_.max_step_jump <= 0) return false;
+    // The cached current step only lags the true one, so only a report beyond
+    // it needs the median computed again.
+    if (st.current == INT64_MIN || beyond(s.step, st.current)) st.current = current_step(st);
+    if (st.latest.size() <= static_cast<size_t>(s.rank)) st.latest.resize(static_cast<size_t>(s.rank) + 1, INT64_MIN);
+    st.latest[s.rank] = s.step;
+    if (!beyond(s.step, st.current)) {
+      st.anomalous.erase(s.rank);
+      return false;
+    }
+    reject(r, "step " + std::to_string(s.step) + " of rank " + std::to_string(s.rank) + " is more than " +
+                  std::to_string(o_.max_step_jump) + " steps past the run's current step " +
+                  std::to_string(st.current) + " (max_step_jump): set aside");
+    if (st.anomalous.emplace(s.rank, st.current).second)
+      out.emit(alert_record(anomaly_alert(s.run_id, st, s.rank, s.step, r.time_ns)));
+    return true;
+  }
+
+  // The alerts of a step closed by its deadline: one job_stalled when more
+  // than stall_fraction of the ranks are silent, else one node_unreachable per
+  // node whose ranks are all silent, two or more of them newly (lost
+  // together, not one by one), and rank_missing for the other ranks newly
+  // silent. Silent: missing, not set aside as anomalous and
+  // not already past this step. Each rank once, until it reports a later step.
+  void raise_missing(Symbol run_id, RunState& st, int64_t step, const Pending& p, int64_t at,
+                     const std::vector<int32_t>& missing, Emitter& out) {
+    std::vector<int32_t> silent;
+    for (int32_t rank : missing) {
+      if (st.anomalous.count(rank)) continue;  // it reports, with a step counter gone wrong
+      // A rank that has reported a later step is not hung: it skipped this one.
+      if (static_cast<size_t>(rank) < st.last_seen.size() && st.last_seen[rank] > step) continue;
+      silent.push_back(rank);
+    }
+    if (static_cast<double>(silent.size()) > o_.stall_fraction * static_cast<double>(st.world)) {
+      if (st.stalled_step == INT64_MIN) {
+        st.stalled_step = step;
+        out.emit(alert_record(stalled_alert(run_id, st, step, p, at, silent)));
+      }
+      for (int32_t rank : silent) st.missing.try_emplace(rank, step);
+      return;
+    }
+    st.stalled_step = INT64_MIN;
+    std::vector<int32_t> fresh;
+    for (int32_t rank : silent) {
+      if (!st.missing.count(rank)) fresh.push_back(rank);
+    }
+    if (fresh.empty()) return;
+    std::vector<bool> is_silent(static_cast<size_t>(st.world), false);
+    for (int32_t rank : silent) is_silent[static_cast<size_t>(rank)] = true;
+    // The ranks of each node, from the rank map.
+    std::unordered_map<Symbol, std::vector<int32_t>> on_node;
+    const RunInfo* info = st.info.get();
+    auto node_of = [&](int32_t rank) {
+      const RankPlacement* where = info ? info->place(rank) : nullptr;
+      return where ? where->node : Symbol();
+    };
+    if (info) {
+      for (int32_t rank = 0; rank < st.world; ++rank) {
+        Symbol n = node_of(rank);
+        if (!n.empty()) on_node[n].push_back(rank);
+      }
+    }
+    std::unordered_set<Symbol> judged;
+    for (int32_t rank : fresh) {
+      Symbol n = node_of(rank);
+      if (!n.empty() && judged.insert(n).second) {
+        const std::vector<int32_t>& ranks = on_node[n];
+        // Lost together: every rank of the node silent, at least two of them newly.
+        bool all =
+            std::all_of(ranks.begin(), ranks.end(), [&](int32_t k) { return is_silent[static_cast<size_t>(k)]; });
+        auto newly = std::count_if(ranks.begin(), ranks.end(), [&](int32_t k) { return !st.missing.count(k); });
+        if (all && newly >= 2) {
+          out.emit(alert_record(node_alert(run_id, st, step, n, ranks, at, p)));
+          for (int32_t k : ranks) st.missing.try_emplace(k, step);
+        }
+      }
+      if (st.missing.count(rank)) continue;  // its node's alert names it
+      st.missing[rank] = step;
+      out.emit(alert_record(missing_alert(run_id, st, step, rank, at, p)));
+    }
+  }
+
+  // "0, 1, 2 and 5 more": the first `most` of `ranks`.
+  static std::string rank_list(const std::vector<int32_t>& ranks, size_t most) {
+    std::string s;
+    for (size_t i = 0; i < ranks.size() && i < most; ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+    if (ranks.size() > most) s += " and " + std::to_string(ranks.size() - most) + " more";
+    return s;
+  }
+
+  Alert stalled_alert(Symbol run_id, const RunState& st, int64_t step, const Pending& p, int64_t at,
+                      const std::vector<int32_t>& silent) {
+    Alert a;
+    a.kind = alert_kind::kJobStalled;
+    a.severity = Severity::kCritical;
+    a.time_ns = at;
+    a.tenant = st.tenant;
+    a.run_id = run_id;
+    a.step = step;
+    a.value = static_cast<double>(silent.size()) / static_cast<double>(st.world);
+    a.threshold = o_.stall_fraction;
+    a.summary = "JOB STALLED: " + std::to_string(silent.size()) + " of " + std::to_string(st.world) +
+                " ranks did not report step " + std::to_string(step) + " within " +
+                runtime::format_duration(o_.timeout_ns) + " of the first rank (" + std::to_string(p.count) +
+                " reported; more than " + runtime::number_text(o_.stall_fraction * 100) + " % silent): ranks " +
+                rank_list(silent, kSampleRanks) + " (a hung collective, a lost job)";
+    a.attrs = {{"missing_ranks", static_cast<double>(silent.size())},
+               {"reported_ranks", static_cast<double>(p.count)},
+               {"world_size", static_cast<double>(st.world)},
+               {"wait_s", static_cast<double>(at - p.first_time) / 1e9}};
+    a.alert_id = make_alert_id(a, step);
+    return a;
+  }
+
+  Alert node_alert(Symbol run_id, const RunState& st, int64_t step, Symbol node, const std::vector<int32_t>& ranks,
+                   int64_t at, const Pending& p) {
+    Alert a;
+    a.kind = alert_kind::kNodeUnreachable;
+    a.severity = Severity::kCritical;
+    a.time_ns = at;
+    a.tenant = st.tenant;
+    a.run_id = run_id;
+    a.step = step;
+    a.node = node;
+    a.value = static_cast<double>(at - p.first_time) / 1e9;
+    a.threshold = static_cast<double>(o_.timeout_ns) / 1e9;
+    a.summary = "NODE UNREACHABLE: none of the " + std::to_string(ranks.size()) + " ranks of node " + node.string() +
+                " (ranks " + rank_list(ranks, kNodeRanks) + ") reported step " + std::to_string(step) + " within " +
+                runtime::format_duration(o_.timeout_ns) + " of the first rank (" + std::to_string(p.count) + " of " +
+                std::to_string(st.world) + " ranks reported): a dead host, its network or its power";
+    a.attrs = {{"node_ranks", static_cast<double>(ranks.size())},
+               {"first_rank", static_cast<double>(ranks.front())},
+               {"reported_ranks", static_cast<double>(p.count)},
+               {"world_size", static_cast<double>(st.world)}};
+    a.alert_id = make_alert_id(a, step);
+    return a;
+  }
+
+  Alert anomaly_alert(Symbol run_id, const RunState& st, int32_t rank, int64_t reported, int64_t at) {
+    Alert a;
+    a.kind = alert_kind::kStepAnomaly;
+    a.severity = Severity::kWarning;
+    a.time_ns = at;
+    a.tenant = st.tenant;
+    a.run_id = run_id;
+    a.step = st.current;
+    std::string where = locate_rank(a, st.info.get(), rank);
+    a.value = static_cast<double>(reported);
+    a.threshold = static_cast<double>(st.current) + static_cast<double>(o_.max_step_jump);
+    a.summary = "STEP ANOMALY: " + where + " reported step " + std::to_string(reported) + " while the run is at step " +
+                std::to_string(st.current) + " (the median of its ranks' latest steps; " + "max_step_jump " +
+                std::to_string(o_.max_step_jump) +
+                "): a restarted or corrupted step counter. Its reports are set aside until one is within " +
+                std::to_string(o_.max_step_jump) + " steps of the run's";
+    a.attrs = {{"reported_step", static_cast<double>(reported)},
+               {"current_step", static_cast<double>(st.current)},
+               {"max_step_jump", static_cast<double>(o_.max_step_jump)}};
+    a.alert_id = make_alert_id(a, st.current);
+    return a;
   }
 
   Alert missing_alert(Symbol run_id, const RunState& st, int64_t step, int32_t rank, int64_t at, const Pending& p) {
@@ -265,14 +458,20 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     ctx_.counters->add(ctx_.counters->dead_lettered, 1);
   }
 
+  static constexpr size_t kSampleRanks = 8;  // missing ranks named in a job_stalled summary
+  static constexpr size_t kNodeRanks = 16;   // ranks named in a node_unreachable summary
+
   RankJoinOptions o_;
   runtime::OperatorContext ctx_;
   RunDeadlines<int64_t> timers_;  // by step
+  std::vector<int64_t> scratch_;  // current_step's, not state
 };
 
 std::string describe_options(const RankJoinOptions& o) {
   return "timeout=" + runtime::format_duration(o.timeout_ns) +
-         " max_pending_steps=" + std::to_string(o.max_pending_steps);
+         " max_pending_steps=" + std::to_string(o.max_pending_steps) +
+         " stall_fraction=" + runtime::number_text(o.stall_fraction) +
+         " max_step_jump=" + std::to_string(o.max_step_jump);
 }
 
 }  // namespace
@@ -288,7 +487,11 @@ void RegisterRankJoin(Registry& registry) {
   info.doc =
       "Joins one step's `step` events from all ranks of a run (world size and rank map from run_start) into a "
       "step record; emits it when every rank has reported or when event time passes the first report plus "
-      "`timeout`, naming the missing ranks, and raises `rank_missing` for a rank missing past the timeout.";
+      "`timeout`, naming the missing ranks. Raises `rank_missing` for a rank missing past the timeout; one "
+      "`job_stalled` instead when more than `stall_fraction` of the ranks are missing, and one `node_unreachable` "
+      "for a node whose ranks are all missing; `step_anomaly` for a rank whose step jumps more than "
+      "`max_step_jump` past the run's current step (the median of its ranks' latest steps), whose reports are set "
+      "aside (dead-lettered, starting no deadline) until one is within `max_step_jump` again.";
   const RankJoinOptions defaults;  // each default is written once, in RankJoinOptions
   info.params = {
       {.name = "timeout",
@@ -305,7 +508,21 @@ void RegisterRankJoin(Registry& registry) {
       {.name = "alert_missing",
        .type = ParamType::kBool,
        .default_value = runtime::bool_text(defaults.alert_missing),
-       .doc = "Raise rank_missing for ranks missing past the timeout."},
+       .doc = "Raise rank_missing (job_stalled, node_unreachable) for ranks missing past the timeout."},
+      {.name = "stall_fraction",
+       .type = ParamType::kDouble,
+       .default_value = runtime::number_text(defaults.stall_fraction),
+       .doc = "Share of a run's ranks that, missing one step, make it one job_stalled alert instead of an alert per "
+              "rank or node.",
+       .min = 0,
+       .max = 1},
+      {.name = "max_step_jump",
+       .type = ParamType::kInt,
+       .default_value = runtime::int_text(defaults.max_step_jump),
+       .doc = "Steps past the run's current step (the median of its ranks' latest steps) beyond which a rank's "
+              "report is a step_anomaly and set aside; 0 turns the check off.",
+       .min = 0,
+       .max = 1e15},
   };
   info.accepts = mask(Kind::kRunStart) | mask(Kind::kStep) | mask(Kind::kEvent) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kStepRecord) | mask(Kind::kAlert);
@@ -314,6 +531,8 @@ void RegisterRankJoin(Registry& registry) {
     o.timeout_ns = ctx.params->get_duration_ns("timeout");
     o.max_pending_steps = ctx.params->get_int("max_pending_steps");
     o.alert_missing = ctx.params->get_bool("alert_missing");
+    o.stall_fraction = ctx.params->get_double("stall_fraction");
+    o.max_step_jump = ctx.params->get_int("max_step_jump");
     return MakeRankJoin(o);
   });
 }

@@ -4,7 +4,14 @@
 // when every rank has reported, or when event time passes the step's first
 // report plus `timeout`, naming the missing ranks. A rank missing past the
 // timeout raises `rank_missing` (critical: a hang or a dead GPU), once per
-// rank until it reports again. State is bounded: a step lives at most
+// rank until it reports again. Storms are one alert: when more than
+// `stall_fraction` of the ranks miss a step, one run-level `job_stalled`;
+// when all the ranks of a node (two or more) go missing at one step, one
+// `node_unreachable` naming the node. A report whose step jumps more than
+// `max_step_jump` past the run's current step (the lower median of the
+// ranks' latest steps) is a `step_anomaly` (once, until that rank reports a
+// plausible step again): it is dead-lettered and opens no step, so it starts
+// no deadline for the other ranks. State is bounded: a step lives at most
 // `timeout` of event time (and at most `max_pending_steps` per run), and a
 // restart or run_end drops what can no longer complete.
 //
@@ -21,6 +28,13 @@ struct RankJoinOptions {
   int64_t timeout_ns = 30'000'000'000;
   int64_t max_pending_steps = 4096;
   bool alert_missing = true;
+  // More than this share of a run's ranks missing one step is one job_stalled.
+  double stall_fraction = 0.5;
+  // A synchronous job's ranks stay within a step or two of each other, and a
+  // run that reports every Nth step moves by N: 10 000 leaves room for both
+  // (and for max_pending_steps' 4096 open steps) while a corrupted counter
+  // (10^6 at step 100, a garbage 32-bit value) lies far beyond it.
+  int64_t max_step_jump = 10'000;
 };
 
 // Fills a step record's per-rank measures (StepRecord::work_ms,

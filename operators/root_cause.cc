@@ -95,7 +95,9 @@ constexpr SignalDef kSignals[] = {
 constexpr int kSignalCount = static_cast<int>(std::size(kSignals));
 
 // Alert kinds that name a node, not one GPU of it (here() matches the node).
-bool node_level(std::string_view kind) { return kind == alert_kind::kHostBottleneck; }
+bool node_level(std::string_view kind) {
+  return kind == alert_kind::kHostBottleneck || kind == alert_kind::kNodeUnreachable;
+}
 
 class Vocab final : public rules::Vocabulary {
  public:
@@ -425,7 +427,8 @@ std::string event_detail(const Occurrence& e) {
 
 class RootCause final : public PerRunOperator<RootCause, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"root_cause", 2};
+  // Version 3: the kind ids and tree indices it holds moved (issue 12's alert kinds and rule files).
+  static constexpr runtime::state::StateType kState{"root_cause", 3};
   explicit RootCause(const RootCauseOptions& o) : o_(o), rules_(*o.rules) {}
   template <class Io>
   void state_fields(Io& io) {

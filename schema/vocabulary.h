@@ -16,6 +16,12 @@
 #define RUNLENS_ALERT_KINDS(X)                                                                                        \
   X(kStraggler, "straggler", "A rank works much slower than its run's median rank in most of its recent steps.")      \
   X(kRankMissing, "rank_missing", "A rank did not report a step before the deadline after the first rank did.")       \
+  X(kJobStalled, "job_stalled",                                                                                       \
+    "More than stall_fraction of a run's ranks did not report a step before its deadline (one alert for the run).")   \
+  X(kNodeUnreachable, "node_unreachable",                                                                             \
+    "Every rank of one node did not report a step before its deadline: one alert naming the node and its ranks.")     \
+  X(kStepAnomaly, "step_anomaly",                                                                                     \
+    "A rank reported a step far past its run's current step: a restarted or corrupted step counter.")                 \
   X(kNanLoss, "nan_loss", "The loss or gradient norm is not finite (NaN or infinity), or the run counted NaNs/Infs.") \
   X(kLossSpike, "loss_spike", "The loss jumped far above its rolling median.")                                        \
   X(kGradSpike, "grad_spike", "The gradient norm jumped far above its rolling median.")                               \

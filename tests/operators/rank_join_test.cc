@@ -161,3 +161,226 @@ TEST_CASE("rank_join rejects invalid parameters") {
         "test.yaml:7:24: error: invalid value for 'max_pending_steps': must be at least 1.000000, got 0 (in "
         "operators.op.max_pending_steps)");
 }
+
+// --- No alert storms (issue 12) --------------------------------------------------------
+
+namespace {
+
+// A run of `world` ranks (8 per node), `steps` steps 2 s apart; `gone(rank,
+// step)` leaves a report out; `step_of(rank, step)` is the step number it
+// reports (default: the step).
+template <class Gone>
+std::vector<Record> job(const std::string& run, int32_t world, int64_t steps, Gone gone,
+                        const std::function<int64_t(int32_t, int64_t)>& step_of = nullptr) {
+  std::vector<Record> rows{run_start(run, world)};
+  int64_t t = kT0 + kSec;
+  for (int64_t s = 1; s <= steps; ++s) {
+    t += 2 * kSec;
+    for (int32_t r = 0; r < world; ++r) {
+      if (!gone(r, s)) rows.push_back(step(run, r, step_of ? step_of(r, s) : s, 1900, t + r));
+    }
+  }
+  return rows;
+}
+
+const StepRecord* of_step(const OperatorRun& run, int64_t step) {
+  for (const auto* s : run.steps()) {
+    if (s->step == step) return s;
+  }
+  return nullptr;
+}
+
+double attr(const Alert& a, const std::string& key) {
+  for (const auto& [k, v] : a.attrs) {
+    if (k == key) return v;
+  }
+  FAIL("no attr " << key);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("rank_join: 40 of 64 ranks missing a step is one job_stalled, not 40 rank_missing") {
+  auto def = make_operator("rank_join", "timeout: 5s");
+  // Ranks 24..63 hang from step 50 to 59, come back, and hang again from step 70.
+  auto rows = job("r1", 64, 80, [](int32_t r, int64_t s) { return r >= 24 && ((s >= 50 && s < 60) || s >= 70); });
+  OperatorRun run;
+  run_operator(*def, rows, &run);
+  CHECK(run.alerts("rank_missing").empty());
+  CHECK(run.alerts("node_unreachable").empty());
+  auto stalled = run.alerts("job_stalled");
+  REQUIRE(stalled.size() == 2);
+  const Alert& a = stalled[0];
+  CHECK(*a.step == 50);
+  CHECK(a.severity == Severity::kCritical);
+  CHECK_FALSE(a.rank.has_value());
+  CHECK(a.node.empty());
+  CHECK(*a.value == doctest::Approx(40.0 / 64));
+  CHECK(*a.threshold == 0.5);
+  CHECK(attr(a, "missing_ranks") == 40);
+  CHECK(attr(a, "reported_ranks") == 24);
+  CHECK(attr(a, "world_size") == 64);
+  CHECK(a.summary ==
+        "JOB STALLED: 40 of 64 ranks did not report step 50 within 5s of the first rank (24 reported; more than 50 % "
+        "silent): ranks 24, 25, 26, 27, 28, 29, 30, 31 and 32 more (a hung collective, a lost job)");
+  // Re-armed by the complete steps 60..69: a second stall is a second incident.
+  CHECK(*stalled[1].step == 70);
+  CHECK(stalled[1].alert_id != a.alert_id);
+  // Every step is still emitted once, naming its missing ranks.
+  REQUIRE(run.steps().size() == 80);
+  CHECK(of_step(run, 50)->missing.size() == 40);
+  CHECK(of_step(run, 61)->missing.empty());
+}
+
+TEST_CASE("rank_join: a stall_fraction the missing ranks do not exceed keeps the alerts per node and rank") {
+  auto def = make_operator("rank_join", "timeout: 5s\n    stall_fraction: 0.7");
+  auto rows = job("r1", 64, 60, [](int32_t r, int64_t s) { return r >= 24 && s >= 50; });
+  OperatorRun run;
+  run_operator(*def, rows, &run);
+  CHECK(run.alerts("job_stalled").empty());
+  CHECK(run.alerts("node_unreachable").size() == 5);  // nodes 3..7, whole
+  CHECK(run.alerts("rank_missing").empty());
+}
+
+TEST_CASE(
+    "rank_join: the 8 ranks of a lost node are one node_unreachable; a lone missing rank keeps its rank_missing") {
+  auto def = make_operator("rank_join", "timeout: 5s");
+  // node-3 (ranks 24..31) is lost from step 40; rank 5 (node-0) hangs from step 40 too, and rank 44 (node-5) from 45.
+  auto rows = job("r1", 64, 60,
+                  [](int32_t r, int64_t s) { return ((r >= 24 && r < 32) || r == 5) ? s >= 40 : r == 44 && s >= 45; });
+  OperatorRun run;
+  run_operator(*def, rows, &run);
+  CHECK(run.alerts("job_stalled").empty());
+  auto nodes = run.alerts("node_unreachable");
+  REQUIRE(nodes.size() == 1);
+  const Alert& n = nodes[0];
+  CHECK(n.node.str() == "node-3");
+  CHECK_FALSE(n.rank.has_value());
+  CHECK_FALSE(n.gpu.has_value());
+  CHECK(*n.step == 40);
+  CHECK(n.severity == Severity::kCritical);
+  CHECK(attr(n, "node_ranks") == 8);
+  CHECK(attr(n, "first_rank") == 24);
+  CHECK(attr(n, "reported_ranks") == 55);
+  CHECK(n.summary ==
+        "NODE UNREACHABLE: none of the 8 ranks of node node-3 (ranks 24, 25, 26, 27, 28, 29, 30, 31) reported step 40 "
+        "within 5s of the first rank (55 of 64 ranks reported): a dead host, its network or its power");
+  auto missing = run.alerts("rank_missing");
+  REQUIRE(missing.size() == 2);
+  CHECK(*missing[0].rank == 5);
+  CHECK(*missing[0].step == 40);
+  CHECK(missing[0].node.str() == "node-0");
+  CHECK(*missing[1].rank == 44);
+  CHECK(*missing[1].step == 45);
+}
+
+TEST_CASE("rank_join: a node whose ranks go missing one by one is not a lost node") {
+  auto def = make_operator("rank_join", "timeout: 5s");
+  // node-1's ranks 8..15 stop at steps 30, 31, ..., 37: the last one alone completes the node.
+  auto rows = job("r1", 32, 50, [](int32_t r, int64_t s) { return r >= 8 && r < 16 && s >= 22 + r; });
+  OperatorRun run;
+  run_operator(*def, rows, &run);
+  CHECK(run.alerts("node_unreachable").empty());
+  CHECK(run.alerts("rank_missing").size() == 8);
+}
+
+TEST_CASE("rank_join: a rank reporting step 10^6 at step 100 is one step_anomaly and starts no deadline") {
+  auto def = make_operator("rank_join", "timeout: 5s");
+  // Rank 7's counter reads 10^6 + k for steps 100..110, then counts right again.
+  auto rows = job(
+      "r1", 64, 140, [](int32_t, int64_t) { return false; },
+      [](int32_t r, int64_t s) { return r == 7 && s >= 100 && s <= 110 ? 1'000'000 + (s - 100) : s; });
+  OperatorRun run;
+  run_operator(*def, rows, &run);
+  CHECK(run.alerts("rank_missing").empty());
+  CHECK(run.alerts("job_stalled").empty());
+  auto anomalies = run.alerts("step_anomaly");
+  REQUIRE(anomalies.size() == 1);
+  const Alert& a = anomalies[0];
+  CHECK(*a.rank == 7);
+  CHECK(a.node.str() == "node-0");
+  CHECK(*a.gpu == 7);
+  CHECK(a.severity == Severity::kWarning);
+  // The run's current step when rank 7 reported: ranks 0..6 were at 100, ranks 8..63 at 99.
+  CHECK(*a.step == 99);
+  CHECK(*a.value == 1e6);
+  CHECK(*a.threshold == 99 + 10'000);
+  CHECK(attr(a, "reported_step") == 1e6);
+  CHECK(attr(a, "current_step") == 99);
+  CHECK(attr(a, "max_step_jump") == 10'000);
+  CHECK(a.summary.rfind("STEP ANOMALY: rank 7 (node node-0, GPU 7) reported step 1000000 while the run is at step 99",
+                        0) == 0);
+  // Its 11 implausible reports are dead-lettered, and no step 10^6.. is ever opened.
+  REQUIRE(run.dead.letters.size() == 11);
+  CHECK(run.dead.letters[0].reason ==
+        "step 1000000 of rank 7 is more than 10000 steps past the run's current step 99 (max_step_jump): set aside");
+  auto steps = run.steps();
+  REQUIRE(steps.size() == 140);
+  for (const auto* s : steps) {
+    CHECK(s->step <= 140);
+    bool without7 = s->step >= 100 && s->step <= 110;
+    CHECK(s->missing == (without7 ? std::vector<int32_t>{7} : std::vector<int32_t>{}));
+  }
+}
+
+TEST_CASE("rank_join: a rank stuck on a corrupted counter is flagged once and never called missing") {
+  auto def = make_operator("rank_join", "timeout: 5s");
+  auto rows = job(
+      "r1", 16, 60, [](int32_t, int64_t) { return false; },
+      [](int32_t r, int64_t s) { return r == 3 && s >= 20 ? (int64_t{1} << 40) + s : s; });
+  OperatorRun run;
+  run_operator(*def, rows, &run);
+  CHECK(run.alerts("step_anomaly").size() == 1);
+  CHECK(run.alerts("rank_missing").empty());
+  CHECK(run.dead.letters.size() == 41);
+}
+
+TEST_CASE("rank_join: a whole job that jumps its step numbers is followed once most of its ranks have") {
+  auto def = make_operator("rank_join", "timeout: 5s");
+  // At step 50 every rank jumps to 500 000 + step (a resume without a restart event).
+  auto rows = job(
+      "r1", 8, 80, [](int32_t, int64_t) { return false; },
+      [](int32_t, int64_t s) { return s >= 50 ? 500'000 + s : s; });
+  OperatorRun run;
+  run_operator(*def, rows, &run);
+  // Ranks 0..4 jump first (the lower median of the 8 latest steps is still 49): flagged and set aside;
+  // from rank 5 on the median has moved, and ranks 0..4's next reports are plausible again.
+  CHECK(run.alerts("step_anomaly").size() == 5);
+  CHECK(run.alerts("rank_missing").empty());
+  CHECK(run.dead.letters.size() == 5);
+  REQUIRE(run.steps().size() == 80);
+  REQUIRE(of_step(run, 500'050) != nullptr);
+  CHECK(of_step(run, 500'050)->ranks.size() == 3);
+  CHECK(of_step(run, 500'050)->missing == std::vector<int32_t>{0, 1, 2, 3, 4});
+  REQUIRE(of_step(run, 500'051) != nullptr);
+  CHECK(of_step(run, 500'051)->missing.empty());
+}
+
+TEST_CASE("rank_join: storms are judged the same however often the watermark moves") {
+  auto def = make_operator("rank_join", "timeout: 3s");
+  std::vector<Record> rows = job("stall", 64, 40, [](int32_t r, int64_t s) { return r >= 20 && s >= 30; });
+  auto lost = job("node", 32, 40, [](int32_t r, int64_t s) { return r >= 16 && r < 24 && s >= 25; });
+  auto odd = job(
+      "odd", 16, 40, [](int32_t, int64_t) { return false; },
+      [](int32_t r, int64_t s) { return r == 9 && s == 20 ? 7'777'777 : s; });
+  rows.insert(rows.end(), lost.begin(), lost.end());
+  rows.insert(rows.end(), odd.begin(), odd.end());
+  OperatorRun fine, coarse;
+  run_operator(*def, rows, &fine, true);
+  run_operator(*def, rows, &coarse, false);
+  REQUIRE(fine.out.size() == coarse.out.size());
+  for (size_t i = 0; i < fine.out.size(); ++i) CHECK(content_hash(fine.out[i]) == content_hash(coarse.out[i]));
+  CHECK(fine.alerts("job_stalled").size() == 1);
+  CHECK(fine.alerts("node_unreachable").size() == 1);
+  CHECK(fine.alerts("step_anomaly").size() == 1);
+  CHECK(fine.alerts("rank_missing").empty());
+}
+
+TEST_CASE("rank_join rejects invalid storm parameters") {
+  CHECK(config_error("rank_join", "stall_fraction: 1.5") ==
+        "test.yaml:7:21: error: invalid value for 'stall_fraction': must be at most 1.000000, got 1.5 (in "
+        "operators.op.stall_fraction)");
+  CHECK(config_error("rank_join", "max_step_jump: -1") ==
+        "test.yaml:7:20: error: invalid value for 'max_step_jump': must be at least 0.000000, got -1 (in "
+        "operators.op.max_step_jump)");
+}
