@@ -418,10 +418,10 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     a.value = static_cast<double>(reported);
     a.threshold = static_cast<double>(st.current) + static_cast<double>(o_.max_step_jump);
     a.summary = "STEP ANOMALY: " + where + " reported step " + std::to_string(reported) + " while the run is at step " +
-                std::to_string(st.current) + " (the median of its ranks' latest steps; " + "max_step_jump " +
+                std::to_string(st.current) + " (the median of its ranks' latest steps), more than max_step_jump " +
                 std::to_string(o_.max_step_jump) +
-                "): a restarted or corrupted step counter. Its reports are set aside until one is within " +
-                std::to_string(o_.max_step_jump) + " steps of the run's";
+                " ahead: a restarted or corrupted step counter; its reports are set aside until it reports a step "
+                "within max_step_jump of the run's";
     a.attrs = {{"reported_step", static_cast<double>(reported)},
                {"current_step", static_cast<double>(st.current)},
                {"max_step_jump", static_cast<double>(o_.max_step_jump)}};
@@ -469,9 +469,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
 
 std::string describe_options(const RankJoinOptions& o) {
   return "timeout=" + runtime::format_duration(o.timeout_ns) +
-         " max_pending_steps=" + std::to_string(o.max_pending_steps) +
-         " stall_fraction=" + runtime::number_text(o.stall_fraction) +
-         " max_step_jump=" + std::to_string(o.max_step_jump);
+         " max_pending_steps=" + std::to_string(o.max_pending_steps);
 }
 
 }  // namespace

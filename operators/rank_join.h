@@ -31,10 +31,12 @@ struct RankJoinOptions {
   // More than this share of a run's ranks missing one step is one job_stalled.
   double stall_fraction = 0.5;
   // A synchronous job's ranks stay within a step or two of each other, and a
-  // run that reports every Nth step moves by N: 10 000 leaves room for both
-  // (and for max_pending_steps' 4096 open steps) while a corrupted counter
-  // (10^6 at step 100, a garbage 32-bit value) lies far beyond it.
-  int64_t max_step_jump = 10'000;
+  // run that reports its steps every Nth step moves the median by N: 1000
+  // leaves room for both, while a corrupted counter (10^6 at step 100, a
+  // garbage 32-bit value) lies far beyond it. A smaller jump still opens a
+  // step of its own, judged by the timeout as before: the smaller the
+  // default, the fewer such jumps pass.
+  int64_t max_step_jump = 1000;
 };
 
 // Fills a step record's per-rank measures (StepRecord::work_ms,

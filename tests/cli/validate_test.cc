@@ -91,8 +91,10 @@ TEST_CASE("validate rejects a bad source parameter at its file:line:col") {
 TEST_CASE("graph labels each node with its component's describe() line, then its parameters") {
   auto r = sh("graph");
   CHECK(r.code == 0);
-  CHECK(r.output.find("  \"join\" [shape=box, label=\"join\\n(rank_join)\\ntimeout=30s max_pending_steps=4096\\n"
-                      "alert_missing=true, max_pending_steps=4096, timeout=30s\"];\n") != std::string::npos);
+  CHECK(r.output.find(
+            "  \"join\" [shape=box, label=\"join\\n(rank_join)\\ntimeout=30s max_pending_steps=4096\\n"
+            "alert_missing=true, max_pending_steps=4096, max_step_jump=1000, stall_fraction=0.5, timeout=30s\"];\n") !=
+        std::string::npos);
   CHECK(r.output.find("  \"telemetry\" [shape=invhouse, label=\"telemetry\\n(zmq)\\nbind=tcp://127.0.0.1:5555 "
                       "pull\\n") != std::string::npos);
   // A value given on the command line shows in both lines.

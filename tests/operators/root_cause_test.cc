@@ -220,6 +220,17 @@ TEST_CASE("root_cause: each shipped tree on hand-built windows") {
       {"a rank stops reporting", kHealthy, {{"rank_missing", 50, 9}}, {}, "rank_missing", "hardware_fault",
        "infrastructure"},
       {"NVLink errors", kHealthy, {{"nvlink_error", 50, 9}}, {}, "nvlink_error", "hardware_fault", "infrastructure"},
+      // Storms (issue 12): one alert for the job, the node, the counter.
+      {"the job stalls in a collective", kHealthy, {{"job_stalled", 60, -1}}, {{"nccl_timeout", 60}}, "job_stalled",
+       "network", "network"},
+      {"the job stalls with no fault event", kHealthy, {{"job_stalled", 60, -1}}, {}, "job_stalled", "unknown", "platform"},
+      {"the job stalls after an exception", kHealthy, {{"job_stalled", 60, -1}}, {{"exception", 59}}, "job_stalled",
+       "unknown", "training"},
+      {"the job stalls after an XID", kHealthy, {{"xid_error", 59, 6}, {"job_stalled", 60, -1}}, {{"xid", 59}},
+       "xid_error", "hardware_fault", "infrastructure"},
+      {"a rank's step counter jumps", kHealthy, {{"step_anomaly", 50, 9}}, {}, "step_anomaly", "unknown", "training"},
+      {"a rank counts afresh after an exception", kHealthy, {{"step_anomaly", 50, 9}}, {{"exception", 49}},
+       "step_anomaly", "unknown", "platform"},
       // Memory and checkpoints.
       {"OOM on a long batch", kHealthy,
        {{"oom", 60, 6, {{"seq_len", 32768}, {"seq_len_median", 4096}, {"mem_peak_bytes", 85e9}, {"mem_peak_median_bytes", 64e9}}}},
@@ -389,4 +400,30 @@ TEST_CASE("root_cause: parameters are checked when the pipeline is built") {
   CHECK(config_error("root_cause", "rules: /nonexistent/rules") ==
         "test.yaml:7:12: error: rules directory not found: /nonexistent/rules");
   CHECK_NOTHROW(make_operator("root_cause", std::string("rules: ") + RUNLENS_SOURCE_DIR + "/configs/rules"));
+}
+
+TEST_CASE("root_cause: a lost node is a hardware fault for infrastructure, and takes its ranks' rank_missing in") {
+  Alert a;
+  a.kind = "node_unreachable";
+  a.severity = Severity::kCritical;
+  a.time_ns = at_step(60) + 60'000'000;
+  a.run_id = Symbol::intern(kRun);
+  a.step = 60;
+  a.node = Symbol::intern("node-1");
+  a.summary = "node_unreachable summary";
+  a.alert_id = make_alert_id(a, 60);
+  auto rows = window(80, kHealthy, {{"rank_missing", 61, 9}});
+  rows.push_back(alert_record(std::move(a)));
+  auto d = diagnoses(rows);
+  REQUIRE(d.size() == 1);
+  CAPTURE(d[0].summary);
+  CHECK(d[0].symptom == "node_unreachable");
+  CHECK(d[0].cause == "hardware_fault");
+  CHECK(d[0].owner == "infrastructure");
+  CHECK(d[0].node.str() == "node-1");
+  CHECK_FALSE(d[0].rank.has_value());
+  CHECK(d[0].summary ==
+        "LIKELY CAUSE: hardware_fault (owner infrastructure): none of the ranks of node node-1 reported step 60: the "
+        "host is down or cut off");
+  CHECK(has_evidence(d[0], "rank_missing"));
 }

@@ -257,6 +257,48 @@ TEST_CASE("state round trip: every stateful operator continues from a snapshot e
   }
 }
 
+TEST_CASE("state round trip: rank_join continues a stall, a lost node and a step anomaly exactly") {
+  // Three runs: 40 of 64 ranks hang from step 30 (job_stalled), node-2 of a
+  // 32-rank run is lost from step 25 (node_unreachable), rank 9 of a 16-rank
+  // run counts from 10^6 at steps 20..24 (step_anomaly).
+  std::vector<Record> rows;
+  auto job = [&](const std::string& run, int32_t world, auto gone, auto step_of) {
+    rows.push_back(run_start(run, world));
+    int64_t t = kT0 + kSec;
+    for (int64_t s = 1; s <= 45; ++s) {
+      t += 2 * kSec;
+      for (int32_t r = 0; r < world; ++r) {
+        if (!gone(r, s)) rows.push_back(step(run, r, step_of(r, s), 1900, t + r));
+      }
+    }
+  };
+  auto same = [](int32_t, int64_t s) { return s; };
+  job(
+      "stall", 64, [](int32_t r, int64_t s) { return r >= 24 && s >= 30; }, same);
+  job(
+      "node", 32, [](int32_t r, int64_t s) { return r >= 16 && r < 24 && s >= 25; }, same);
+  job(
+      "odd", 16, [](int32_t, int64_t) { return false; },
+      [](int32_t r, int64_t s) { return r == 9 && s >= 20 && s < 25 ? 1'000'000 + s : s; });
+  std::vector<Record> in = sorted(std::move(rows));
+  auto def = make_operator("rank_join", "timeout: 5s");
+  OperatorRun reference;
+  run_operator(*def, in, &reference);
+  std::set<std::string> raised;
+  for (const Alert& a : reference.alerts()) raised.insert(a.kind);
+  CHECK(raised == std::set<std::string>{"job_stalled", "node_unreachable", "step_anomaly"});
+  std::vector<int64_t> at = cuts(in, reference.out);
+  for (int parts : {1, 3}) {
+    CAPTURE(parts);
+    std::vector<std::string> whole = run(*def, in, parts);
+    if (parts == 1) CHECK(whole == encoded(reference.out));
+    for (int64_t t : at) {
+      CAPTURE(t);
+      CHECK(run(*def, in, parts, t) == whole);
+    }
+  }
+}
+
 TEST_CASE("state round trip: a snapshot restores only into its own operator type and version") {
   auto nan = make_operator("nan_detect");
   auto straggler = make_operator("straggler");
