@@ -1,5 +1,10 @@
 #include "formats/recording.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -16,7 +21,116 @@ void put_u16(char* p, uint16_t v) {
 void put_u32(char* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xff);
 }
+uint32_t get_u32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
 }  // namespace
+
+FrameReader::~FrameReader() {
+  if (data_ && size_ > 0) munmap(const_cast<char*>(data_), size_);
+}
+
+bool FrameReader::open(const std::string& path, std::string* error) {
+  path_ = path;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return *error = "cannot open " + path + ": " + std::strerror(errno), false;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *error = "cannot read " + path + ": " + (S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
+    ::close(fd);
+    return false;
+  }
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ < kHeaderBytes) {
+    ::close(fd);
+    size_ = 0;
+    *error = path + "@0: truncated recording header (" + std::to_string(st.st_size) + " bytes)";
+    return false;
+  }
+  void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  int mmap_errno = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    size_ = 0;
+    return *error = "cannot map " + path + ": " + std::strerror(mmap_errno), false;
+  }
+  data_ = static_cast<const char*>(p);
+  madvise(p, size_, MADV_SEQUENTIAL);
+  if (!has_magic(data_, size_)) return *error = path + "@0: not a recording (no RUNLENSR magic)", false;
+  uint16_t fmt;
+  std::memcpy(&fmt, data_ + 8, 2);
+  if (fmt != kFormatVersion) {
+    *error = path + "@0: unsupported recording format version " + std::to_string(fmt) + " (this runlens reads 1)";
+    return false;
+  }
+  pos_ = kHeaderBytes;
+  return true;
+}
+
+bool FrameReader::next(Frame* frame, std::vector<std::string>* damage) {
+  const char* d = data_;
+  size_t n = size_;
+  while (pos_ < n) {
+    size_t at = pos_;
+    if (n - pos_ < kFrameHeaderBytes) {
+      damage->push_back(path_ + "@" + std::to_string(at) + ": truncated frame header: " + std::to_string(n - pos_) +
+                        " bytes at the end of the file");
+      pos_ = n;
+      break;
+    }
+    uint32_t marker = get_u32(d + pos_), len = get_u32(d + pos_ + 4), crc = get_u32(d + pos_ + 8);
+    if (marker != kFrameMarker) {
+      resync(at, "corrupt frame: no frame marker", damage);
+      continue;
+    }
+    size_t payload = pos_ + kFrameHeaderBytes;
+    if (len > n - payload) {
+      resync(at,
+             "truncated frame: header says " + std::to_string(len) + " payload bytes, " + std::to_string(n - payload) +
+                 " remain",
+             damage);
+      continue;
+    }
+    if (crc32c(d + payload, len) != crc) {
+      resync(at, "corrupt frame: checksum mismatch", damage);
+      continue;
+    }
+    pos_ = payload + len;
+    frame->offset = at;
+    frame->data = d + payload;
+    frame->size = len;
+    frame->events = get_u32(d + at + 12);
+    return true;
+  }
+  return false;
+}
+
+// As InputReader's resync: the next frame marker with a plausible header, at
+// any offset (damage need not keep 8-byte alignment).
+void FrameReader::resync(size_t frame, const std::string& why, std::vector<std::string>* damage) {
+  const char* d = data_;
+  size_t n = size_;
+  size_t next = frame + 1;
+  while (next + kFrameHeaderBytes <= n) {
+    const void* hit = std::memchr(d + next, 'R', n - next - kFrameHeaderBytes + 1);
+    if (!hit) {
+      next = n;
+      break;
+    }
+    next = static_cast<size_t>(static_cast<const char*>(hit) - d);
+    if (get_u32(d + next) == kFrameMarker) {
+      uint32_t len = get_u32(d + next + 4);
+      if (len % 8 == 0 && len <= n - next - kFrameHeaderBytes) break;
+    }
+    ++next;
+  }
+  if (next + kFrameHeaderBytes > n) next = n;
+  damage->push_back(path_ + "@" + std::to_string(frame) + ": " + why + "; skipped " + std::to_string(next - frame) +
+                    " bytes");
+  pos_ = next;
+}
 
 bool has_magic(const void* data, size_t size) {
   return size >= sizeof kMagic && std::memcmp(data, kMagic, sizeof kMagic) == 0;

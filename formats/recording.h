@@ -27,6 +27,45 @@ constexpr size_t kFrameHeaderBytes = 16;
 
 bool has_magic(const void* data, size_t size);
 
+// Reads a recording's frames as they are stored (header and payload bytes
+// untouched), for tools that pass them on (`runlens send`). The file is mapped,
+// not copied. A damaged frame is skipped the way InputReader skips it (the same
+// reasons, docs/recording-format.md "Damage"), resynchronizing at the next
+// plausible frame, and reported as "PATH@OFFSET: reason; skipped K bytes".
+// A damaged payload whose checksum is intact is not looked into: it is passed on.
+class FrameReader {
+ public:
+  struct Frame {
+    uint64_t offset = 0;         // of the frame header in the file
+    const char* data = nullptr;  // the payload: one Batch message, as stored
+    uint32_t size = 0;           // payload bytes
+    uint32_t events = 0;         // the frame header's event count
+  };
+
+  FrameReader() = default;
+  ~FrameReader();
+  FrameReader(const FrameReader&) = delete;
+  FrameReader& operator=(const FrameReader&) = delete;
+
+  // Maps `path` and checks its header. False, and `error` ("PATH: ..." or
+  // "PATH@0: ..."), if it cannot be read or is not a recording this runlens reads.
+  bool open(const std::string& path, std::string* error);
+  // The next intact frame; false at the end of the file. Each damaged stretch
+  // skipped on the way appends one message to `damage`.
+  bool next(Frame* frame, std::vector<std::string>* damage);
+  // Back to the first frame.
+  void rewind() { pos_ = kHeaderBytes; }
+  uint64_t size() const { return size_; }
+
+ private:
+  void resync(size_t frame, const std::string& why, std::vector<std::string>* damage);
+
+  std::string path_;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+  size_t pos_ = kHeaderBytes;
+};
+
 class Writer {
  public:
   Writer() = default;
