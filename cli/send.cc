@@ -39,7 +39,7 @@ int64_t TokenBucket::wait_ns(int64_t now_ns, uint64_t events) {
   refill(now_ns, events);
   double missing = static_cast<double>(events) - tokens_;
   if (missing <= 1e-6) return 0;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(missing / rate_ * 1e9)));
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(missing * 1e9 / rate_ - 1e-3)));
 }
 
 void TokenBucket::take(int64_t now_ns, uint64_t events) {
@@ -309,8 +309,10 @@ int send(const SendFlags& f) {
   }
   if (interrupted) t.last_ns = now_ns();
 
-  // What the socket has queued still goes, for up to --linger seconds.
-  sock.set(zmq::sockopt::linger, interrupted ? 0 : static_cast<int>(f.linger_s * 1000));
+  // What the socket has queued still goes, for up to --linger seconds (at
+  // most 1 s after Ctrl-C: stopping is prompt).
+  double linger_s = interrupted ? std::min(f.linger_s, 1.0) : f.linger_s;
+  sock.set(zmq::sockopt::linger, static_cast<int>(linger_s * 1000));
   sock.close();
   ctx.close();
 
