@@ -175,7 +175,9 @@ class Frames {
 struct Totals {
   uint64_t frames = 0, events = 0, damaged = 0;
   int64_t loops_done = 0;
-  int64_t start_ns = 0, last_ns = 0, blocked_ns = 0;
+  // From the first frame to the last handed to the socket; at the end, to the
+  // socket closed, its queue flushed (flush_ns of it).
+  int64_t start_ns = 0, last_ns = 0, blocked_ns = 0, flush_ns = 0;
   double elapsed_s() const { return static_cast<double>(last_ns - start_ns) / 1e9; }
   double rate() const { return elapsed_s() > 0 ? static_cast<double>(events) / elapsed_s() : 0; }
 };
@@ -213,7 +215,10 @@ void print_report(const char* what, const Totals& t, double target) {
                static_cast<unsigned long long>(t.frames), static_cast<unsigned long long>(t.events), t.elapsed_s(),
                t.rate());
   if (target > 0) std::fprintf(stderr, " (target %.0f)", target);
-  std::fprintf(stderr, ", blocked on the socket %.3f s\n", static_cast<double>(t.blocked_ns) / 1e9);
+  std::fprintf(stderr, ", blocked on the socket %.3f s", static_cast<double>(t.blocked_ns) / 1e9);
+  if (t.flush_ns > 0)
+    std::fprintf(stderr, ", flushing its queue at the end %.3f s", static_cast<double>(t.flush_ns) / 1e9);
+  std::fprintf(stderr, "\n");
 }
 
 int send(const SendFlags& f) {
@@ -239,7 +244,7 @@ int send(const SendFlags& f) {
   std::string error;
   if (!frames.open(f, &error, &t.damaged)) {
     std::fprintf(stderr, "runlens send: %s\n", error.c_str());
-    return kExitFailure;
+    return kExitUsage;
   }
 
   zmq::context_t ctx(1);
@@ -315,6 +320,9 @@ int send(const SendFlags& f) {
   sock.set(zmq::sockopt::linger, static_cast<int>(linger_s * 1000));
   sock.close();
   ctx.close();
+  int64_t closed = now_ns();
+  t.flush_ns = std::max<int64_t>(1, closed - t.last_ns);
+  t.last_ns = closed;
 
   print_report(interrupted ? "interrupted: sent" : "sent", t, rate);
   if (t.damaged > 0) {
@@ -324,10 +332,11 @@ int send(const SendFlags& f) {
   if (f.json) {
     std::printf(
         "{\"frames\":%llu,\"events\":%llu,\"elapsed_s\":%.6f,\"events_per_s\":%.1f,\"target_events_per_s\":%.1f,"
-        "\"blocked_s\":%.6f,\"loops\":%lld,\"damaged\":%llu,\"interrupted\":%s}\n",
+        "\"blocked_s\":%.6f,\"flush_s\":%.6f,\"loops\":%lld,\"damaged\":%llu,\"interrupted\":%s}\n",
         static_cast<unsigned long long>(t.frames), static_cast<unsigned long long>(t.events), t.elapsed_s(), t.rate(),
-        rate, static_cast<double>(t.blocked_ns) / 1e9, static_cast<long long>(t.loops_done),
-        static_cast<unsigned long long>(t.damaged), interrupted ? "true" : "false");
+        rate, static_cast<double>(t.blocked_ns) / 1e9, static_cast<double>(t.flush_ns) / 1e9,
+        static_cast<long long>(t.loops_done), static_cast<unsigned long long>(t.damaged),
+        interrupted ? "true" : "false");
     std::fflush(stdout);
   }
   if (f.strict && t.damaged > 0) return kExitDeadLetters;

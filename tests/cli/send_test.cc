@@ -254,16 +254,16 @@ TEST_CASE("send: damaged frames are named by file and byte offset and skipped; -
   // Not a recording one can send: the file and offset 0.
   std::string wrong = write_text(d, "v9.rlrec", std::string("RUNLENSR\x09\x00\x01\x00\x00\x00\x00\x00", 16));
   auto r = shell(kBin + " send " + wrong + " --to " + pull.endpoint);
-  CHECK(r.code == 1);
+  CHECK(r.code == 2);
   CHECK_MESSAGE(
       r.output.find(wrong + "@0: unsupported recording format version 9 (this runlens reads 1)") != std::string::npos,
       r.output);
   std::string cut = write_text(d, "cut.rlrec", "RUNLENSR\x01");
   r = shell(kBin + " send " + cut + " --to " + pull.endpoint);
-  CHECK(r.code == 1);
+  CHECK(r.code == 2);
   CHECK_MESSAGE(r.output.find(cut + "@0: truncated recording header (9 bytes)") != std::string::npos, r.output);
   r = shell(kBin + " send " + d + "/missing.rlrec --to " + pull.endpoint);
-  CHECK(r.code == 1);
+  CHECK(r.code == 2);
   CHECK(r.output.find("cannot open " + d + "/missing.rlrec: No such file or directory") != std::string::npos);
   std::filesystem::remove_all(d);
 }
