@@ -324,12 +324,13 @@ TEST_CASE("send: Ctrl-C stops it cleanly with the counts so far") {
 
 TEST_CASE("send: `runlens run` fed by `runlens send` raises the alerts `runlens replay` raises") {
   std::string d = scratch_dir("send-live");
-  std::string rec = synth(d, "--fault straggler:rank=5,from=50");
+  std::string rec = synth(d, "--fault straggler:rank=5,from=50 --fault nan:step=95");
   auto r = shell(kBin + " replay " + rec + " --quiet --out " + d + "/replayed --set RUNLENS_PUBLISH=ipc://" + d +
                  "/replay-pub.sock");
   REQUIRE_MESSAGE(r.code == 0, r.output);
   std::string expected = read(d + "/replayed/alerts.jsonl");
   REQUIRE(expected.find("\"kind\":\"straggler\"") != std::string::npos);
+  REQUIRE(expected.find("\"kind\":\"nan_loss\"") != std::string::npos);
 
   std::string listen = "ipc://" + d + "/in.sock";
   pid_t run = spawn({"run", "--out", d + "/live", "--threads", "2", "--set", "RUNLENS_LISTEN=" + listen, "--set",
