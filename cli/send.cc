@@ -39,7 +39,8 @@ int64_t TokenBucket::wait_ns(int64_t now_ns, uint64_t events) {
   refill(now_ns, events);
   double missing = static_cast<double>(events) - tokens_;
   if (missing <= 1e-6) return 0;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(missing * 1e9 / rate_ - 1e-3)));
+  double ns = std::ceil(missing * 1e9 / rate_ - 1e-3);
+  return static_cast<int64_t>(std::clamp(ns, 1.0, 1e15));  // the caller sleeps in slices anyway
 }
 
 void TokenBucket::take(int64_t now_ns, uint64_t events) {
@@ -256,8 +257,9 @@ int send(const SendFlags& f) {
     std::fprintf(stderr, "runlens send: cannot connect to %s: %s\n", f.to.c_str(), e.what());
     return kExitUsage;
   }
-  std::fprintf(stderr, "sending %s (%s) to %s, %s\n", f.input.c_str(), frames.format(), f.to.c_str(),
-               rate > 0 ? (std::to_string(static_cast<long long>(rate)) + " events/s").c_str() : "as a burst");
+  char pace[64] = "as a burst";
+  if (rate > 0) std::snprintf(pace, sizeof pace, "%.6g events/s", rate);
+  std::fprintf(stderr, "sending %s (%s) to %s, %s\n", f.input.c_str(), frames.format(), f.to.c_str(), pace);
 
   TokenBucket bucket(rate > 0 ? rate : 1);
   std::vector<std::string> damage;
