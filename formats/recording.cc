@@ -36,7 +36,7 @@ bool FrameReader::open(const std::string& path, std::string* error) {
   path_ = path;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return *error = "cannot open " + path + ": " + std::strerror(errno), false;
-  struct stat st;
+  struct stat st {};
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     *error = "cannot read " + path + ": " + (S_ISDIR(st.st_mode) ? "is a directory" : "not a regular file");
     ::close(fd);
