@@ -3,11 +3,15 @@
 // them. A load generator and a demo tool (docs/cli.md).
 #include "cli/send.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <zmq.hpp>
@@ -185,8 +189,10 @@ struct Totals {
 
 // Hands one frame to the socket, waiting (in slices, so that Ctrl-C is seen)
 // while the socket cannot take it: its queue is at the high-water mark, or no
-// receiver is connected yet. False if interrupted first.
-bool send_frame(zmq::socket_t& sock, const char* data, size_t size, Totals* t) {
+// receiver is connected yet. `waiting` is called at each slice with the time
+// blocked so far. False if interrupted first.
+bool send_frame(zmq::socket_t& sock, const char* data, size_t size, Totals* t,
+                const std::function<void(int64_t)>& waiting) {
   zmq::message_t msg(data, size);
   int64_t blocked_from = 0;
   for (;;) {
@@ -200,6 +206,7 @@ bool send_frame(zmq::socket_t& sock, const char* data, size_t size, Totals* t) {
       t->blocked_ns += now_ns() - blocked_from;
       return false;
     }
+    waiting(now_ns() - blocked_from);
     zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLOUT, 0}};
     try {
       zmq::poll(items, 1, std::chrono::milliseconds(50));
@@ -251,6 +258,9 @@ int send(const SendFlags& f) {
   zmq::context_t ctx(1);
   zmq::socket_t sock(ctx, zmq::socket_type::push);
   sock.set(zmq::sockopt::sndhwm, static_cast<int>(f.hwm));
+  // Queue only to a connected receiver: with none (yet), sending waits, and
+  // that time is counted as blocked rather than hidden in a queue.
+  sock.set(zmq::sockopt::immediate, true);
   try {
     sock.connect(f.to);
   } catch (const zmq::error_t& e) {
@@ -266,8 +276,23 @@ int send(const SendFlags& f) {
   bool interrupted = false;
   t.start_ns = t.last_ns = now_ns();
   int64_t report_ns = f.report_every > 0 ? static_cast<int64_t>(f.report_every * 1e9) : 0;
-  int64_t next_report = t.start_ns + report_ns;
+  // --report-every: the last interval, also while waiting on the pace or the socket.
   Totals at_report = t;
+  auto maybe_report = [&](int64_t now, int64_t blocked_now) {
+    if (report_ns == 0 || now < at_report.last_ns + report_ns) return;
+    Totals window = t;
+    window.start_ns = at_report.last_ns;
+    window.last_ns = now;
+    window.frames -= at_report.frames;
+    window.events -= at_report.events;
+    window.blocked_ns += blocked_now - at_report.blocked_ns;
+    std::fprintf(stderr, "[%.1f s] ", static_cast<double>(now - t.start_ns) / 1e9);
+    print_report("last interval:", window, rate);
+    at_report = t;
+    at_report.last_ns = now;
+    at_report.blocked_ns += blocked_now;
+  };
+  auto waiting = [&](int64_t blocked_now) { maybe_report(now_ns(), blocked_now); };
   for (int64_t loop = 0; !interrupted && (f.loops == 0 || loop < f.loops); ++loop) {
     frames.rewind();
     const char* data;
@@ -289,9 +314,10 @@ int send(const SendFlags& f) {
           if (w == 0) break;
           if (stop_requested()) break;
           std::this_thread::sleep_for(std::chrono::nanoseconds(std::min<int64_t>(w, 50'000'000)));
+          maybe_report(now_ns(), 0);
         }
       }
-      if (stop_requested() || !send_frame(sock, data, size, &t)) {
+      if (stop_requested() || !send_frame(sock, data, size, &t, waiting)) {
         interrupted = true;
         break;
       }
@@ -299,17 +325,7 @@ int send(const SendFlags& f) {
       if (rate > 0) bucket.take(t.last_ns, events);
       ++t.frames;
       t.events += events;
-      if (report_ns > 0 && t.last_ns >= next_report) {
-        Totals window = t;
-        window.start_ns = at_report.last_ns;
-        window.frames -= at_report.frames;
-        window.events -= at_report.events;
-        window.blocked_ns -= at_report.blocked_ns;
-        std::fprintf(stderr, "[%.1f s] ", t.elapsed_s());
-        print_report("last interval:", window, rate);
-        at_report = t;
-        next_report = t.last_ns + report_ns;
-      }
+      maybe_report(t.last_ns, 0);
     }
     if (!interrupted) ++t.loops_done;
     if (!any) break;  // nothing to send: do not spin on an empty input with --loops 0
@@ -320,13 +336,33 @@ int send(const SendFlags& f) {
   // most 1 s after Ctrl-C: stopping is prompt).
   double linger_s = interrupted ? std::min(f.linger_s, 1.0) : f.linger_s;
   sock.set(zmq::sockopt::linger, static_cast<int>(linger_s * 1000));
-  sock.close();
-  ctx.close();
+  // Closing waits for that; Ctrl-C during the wait abandons it (and what is
+  // still queued), with the counts reported as they are.
+  std::atomic<bool> closed_all{false};
+  std::thread closer([&] {
+    sock.close();
+    ctx.close();
+    closed_all.store(true);
+  });
+  bool abandoned = false;
+  while (!closed_all.load()) {
+    if (!interrupted && stop_requested()) {
+      abandoned = interrupted = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (abandoned)
+    closer.detach();
+  else
+    closer.join();
   int64_t closed = now_ns();
   t.flush_ns = std::max<int64_t>(1, closed - t.last_ns);
   t.last_ns = closed;
 
   print_report(interrupted ? "interrupted: sent" : "sent", t, rate);
+  if (abandoned)
+    std::fprintf(stderr, "runlens send: interrupted while flushing; what the socket still held was dropped\n");
   if (t.damaged > 0) {
     std::fprintf(stderr, "runlens send: %llu damaged frames or lines of %s were not sent\n",
                  static_cast<unsigned long long>(t.damaged), f.input.c_str());
@@ -341,8 +377,14 @@ int send(const SendFlags& f) {
         interrupted ? "true" : "false");
     std::fflush(stdout);
   }
-  if (f.strict && t.damaged > 0) return kExitDeadLetters;
-  return kExitOk;
+  int code = f.strict && t.damaged > 0 ? kExitDeadLetters : kExitOk;
+  if (abandoned) {
+    // The closing thread still uses the socket and context on this stack.
+    std::fflush(stdout);
+    std::fflush(stderr);
+    _exit(code);
+  }
+  return code;
 }
 
 }  // namespace
