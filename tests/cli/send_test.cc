@@ -347,3 +347,29 @@ TEST_CASE("send: `runlens run` fed by `runlens send` raises the alerts `runlens 
   CHECK_MESSAGE(read(d + "/live/alerts.jsonl") == expected, read(d + "/run.log"));
   std::filesystem::remove_all(d);
 }
+
+TEST_CASE("send: Ctrl-C while the final flush waits on a receiver that does not read ends it at once") {
+  std::string d = scratch_dir("send-stuck");
+  std::string rec = synth(d);
+  zmq::context_t ctx(1);
+  zmq::socket_t stuck(ctx, zmq::socket_type::pull);
+  stuck.set(zmq::sockopt::linger, 0);
+  stuck.set(zmq::sockopt::rcvhwm, 1);
+  stuck.bind("tcp://127.0.0.1:*");
+  std::string ep = stuck.get(zmq::sockopt::last_endpoint);
+  // 400 frames of about 170 KB: far more than the receiver's buffers; all fit the send queue.
+  pid_t send = spawn({"send", rec, "--to", ep, "--loops", "100", "--json"}, d + "/send.log");
+  REQUIRE(wait_for([&] { return read(d + "/send.log").find("sending ") != std::string::npos; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  CHECK(read(d + "/send.log").find("\"frames\"") == std::string::npos);  // still flushing
+  kill(send, SIGINT);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(wait_exit(send, 10) == 0);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  std::string log = read(d + "/send.log");
+  CHECK_MESSAGE(log.find("interrupted while flushing; what the socket still held was dropped") != std::string::npos,
+                log);
+  CHECK(json_number(log, "frames") == 400);
+  CHECK(log.find("\"interrupted\":true") != std::string::npos);
+  std::filesystem::remove_all(d);
+}
