@@ -69,50 +69,41 @@ bool FrameReader::open(const std::string& path, std::string* error) {
   return true;
 }
 
-bool FrameReader::next(Frame* frame, std::vector<std::string>* damage) {
-  const char* d = data_;
-  size_t n = size_;
-  while (pos_ < n) {
-    size_t at = pos_;
-    if (n - pos_ < kFrameHeaderBytes) {
-      damage->push_back(path_ + "@" + std::to_string(at) + ": truncated frame header: " + std::to_string(n - pos_) +
-                        " bytes at the end of the file");
-      pos_ = n;
-      break;
-    }
-    uint32_t marker = get_u32(d + pos_), len = get_u32(d + pos_ + 4), crc = get_u32(d + pos_ + 8);
-    if (marker != kFrameMarker) {
-      resync(at, "corrupt frame: no frame marker", damage);
-      continue;
-    }
-    size_t payload = pos_ + kFrameHeaderBytes;
-    if (len > n - payload) {
-      resync(at,
-             "truncated frame: header says " + std::to_string(len) + " payload bytes, " + std::to_string(n - payload) +
-                 " remain",
-             damage);
-      continue;
-    }
-    if (crc32c(d + payload, len) != crc) {
-      resync(at, "corrupt frame: checksum mismatch", damage);
-      continue;
-    }
-    pos_ = payload + len;
-    frame->offset = at;
-    frame->data = d + payload;
-    frame->size = len;
-    frame->events = get_u32(d + at + 12);
-    return true;
+FrameStep next_frame(const char* d, size_t n, size_t pos) {
+  FrameStep step;
+  step.offset = pos;
+  if (pos >= n) {
+    step.next = n;
+    return step;
   }
-  return false;
-}
-
-// As InputReader's resync: the next frame marker with a plausible header, at
-// any offset (damage need not keep 8-byte alignment).
-void FrameReader::resync(size_t frame, const std::string& why, std::vector<std::string>* damage) {
-  const char* d = data_;
-  size_t n = size_;
-  size_t next = frame + 1;
+  step.kind = FrameStep::Kind::kDamage;
+  if (n - pos < kFrameHeaderBytes) {
+    step.reason = "truncated frame header: " + std::to_string(n - pos) + " bytes at the end of the file";
+    step.next = n;
+    return step;
+  }
+  uint32_t marker = get_u32(d + pos), len = get_u32(d + pos + 4), crc = get_u32(d + pos + 8);
+  size_t payload = pos + kFrameHeaderBytes;
+  if (marker != kFrameMarker) {
+    step.reason = "corrupt frame: no frame marker";
+  } else if (len > n - payload) {
+    // Either the file was cut short, or the length is corrupt: look for a
+    // later frame before concluding the former.
+    step.reason = "truncated frame: header says " + std::to_string(len) + " payload bytes, " +
+                  std::to_string(n - payload) + " remain";
+  } else if (crc32c(d + payload, len) != crc) {
+    step.reason = "corrupt frame: checksum mismatch";
+  } else {
+    step.kind = FrameStep::Kind::kFrame;
+    step.payload = d + payload;
+    step.size = len;
+    step.events = get_u32(d + pos + 12);
+    step.next = payload + len;
+    return step;
+  }
+  // Resynchronize at the next frame marker with a plausible header, at any
+  // offset (damage need not keep 8-byte alignment).
+  size_t next = pos + 1;
   while (next + kFrameHeaderBytes <= n) {
     const void* hit = std::memchr(d + next, 'R', n - next - kFrameHeaderBytes + 1);
     if (!hit) {
@@ -121,15 +112,35 @@ void FrameReader::resync(size_t frame, const std::string& why, std::vector<std::
     }
     next = static_cast<size_t>(static_cast<const char*>(hit) - d);
     if (get_u32(d + next) == kFrameMarker) {
-      uint32_t len = get_u32(d + next + 4);
-      if (len % 8 == 0 && len <= n - next - kFrameHeaderBytes) break;
+      uint32_t l = get_u32(d + next + 4);
+      if (l % 8 == 0 && l <= n - next - kFrameHeaderBytes) break;
     }
     ++next;
   }
   if (next + kFrameHeaderBytes > n) next = n;
-  damage->push_back(path_ + "@" + std::to_string(frame) + ": " + why + "; skipped " + std::to_string(next - frame) +
-                    " bytes");
-  pos_ = next;
+  step.reason += "; skipped " + std::to_string(next - pos) + " bytes";
+  step.next = next;
+  return step;
+}
+
+bool FrameReader::next(Frame* frame, std::vector<std::string>* damage) {
+  for (;;) {
+    FrameStep step = next_frame(data_, size_, pos_);
+    pos_ = step.next;
+    switch (step.kind) {
+      case FrameStep::Kind::kEnd:
+        return false;
+      case FrameStep::Kind::kDamage:
+        damage->push_back(path_ + "@" + std::to_string(step.offset) + ": " + step.reason);
+        continue;
+      case FrameStep::Kind::kFrame:
+        frame->offset = step.offset;
+        frame->data = step.payload;
+        frame->size = step.size;
+        frame->events = step.events;
+        return true;
+    }
+  }
 }
 
 bool has_magic(const void* data, size_t size) {

@@ -27,6 +27,24 @@ constexpr size_t kFrameHeaderBytes = 16;
 
 bool has_magic(const void* data, size_t size);
 
+// One step through the frames of a recording's bytes d[0, n) from `pos`: the
+// intact frame there, or the damaged stretch from `pos` to the next plausible
+// frame (a frame marker with a sane length, at any offset), or the end. A
+// reader loops with pos = next. Every reader of recordings skips damage this
+// way, with these reasons (docs/recording-format.md, "Damage").
+struct FrameStep {
+  enum class Kind { kEnd, kFrame, kDamage };
+  Kind kind = Kind::kEnd;
+  size_t offset = 0;  // of the frame, or of the damage
+  size_t next = 0;    // where the next step starts
+  // kFrame: the payload (one Batch message) and the frame header's event count.
+  const char* payload = nullptr;
+  uint32_t size = 0, events = 0;
+  // kDamage: why, and how many bytes were skipped ("...; skipped K bytes").
+  std::string reason;
+};
+FrameStep next_frame(const char* d, size_t n, size_t pos);
+
 // Reads a recording's frames as they are stored (header and payload bytes
 // untouched), for tools that pass them on (`runlens send`). The file is mapped,
 // not copied. A damaged frame is skipped the way InputReader skips it (the same
@@ -58,8 +76,6 @@ class FrameReader {
   uint64_t size() const { return size_; }
 
  private:
-  void resync(size_t frame, const std::string& why, std::vector<std::string>* damage);
-
   std::string path_;
   const char* data_ = nullptr;
   size_t size_ = 0;
