@@ -30,13 +30,6 @@ namespace {
 const std::string kBin = RUNLENS_BINARY;
 const std::string kSrc = RUNLENS_SOURCE_DIR;
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // A synth recording of 64 ranks and 100 steps: 13702 events in 4 frames.
 std::string synth(const std::string& dir, const std::string& extra = "") {
   std::string path = dir + "/synth.rlrec";
@@ -99,7 +92,7 @@ TEST_CASE("send: a recording's frames arrive on a PULL socket byte-identical and
   pid_t send = spawn({"send", rec, "--to", pull.endpoint, "--json", "--loops", "2"}, d + "/send.log");
   std::vector<std::string> got = pull.drain(8);
   CHECK(wait_exit(send) == 0);
-  std::string log = read(d + "/send.log");
+  std::string log = read_file(d + "/send.log");
   REQUIRE(got.size() == 2 * expected.size());
   for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(got[i] == expected[i % expected.size()], "frame " << i);
   CHECK(json_number(log, "frames") == 8);
@@ -132,7 +125,7 @@ TEST_CASE("send: JSONL is encoded into batches of --batch events, in file order"
   for (size_t i = 0; i < frames; ++i) {
     CHECK(got[i] == capnpc::encode_batch(rows.data() + i * 97, std::min<size_t>(97, rows.size() - i * 97)));
   }
-  CHECK(read(d + "/send.log").find("(jsonl)") != std::string::npos);
+  CHECK(read_file(d + "/send.log").find("(jsonl)") != std::string::npos);
   std::filesystem::remove_all(d);
 }
 
@@ -217,7 +210,7 @@ TEST_CASE("send: --rate paces a recording to about the rate asked") {
   std::vector<std::string> got = pull.drain(4);
   CHECK(wait_exit(send) == 0);
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::string log = read(d + "/send.log");
+  std::string log = read_file(d + "/send.log");
   CHECK(got.size() == 4);
   double elapsed = json_number(log, "elapsed_s");
   CHECK_MESSAGE(elapsed >= 0.8, log);
@@ -233,7 +226,7 @@ TEST_CASE("send: damaged frames are named by file and byte offset and skipped; -
   std::string rec = synth(d);
   std::vector<std::string> frames = stored_frames(rec);
   // Flip a payload byte of the second frame.
-  std::string bytes = read(rec);
+  std::string bytes = read_file(rec);
   size_t second = recording::kHeaderBytes + recording::kFrameHeaderBytes + frames[0].size();
   bytes[second + recording::kFrameHeaderBytes + 40] ^= 0x5a;
   std::string bad = write_text(d, "bad.rlrec", bytes);
@@ -241,7 +234,7 @@ TEST_CASE("send: damaged frames are named by file and byte offset and skipped; -
   pid_t send = spawn({"send", bad, "--to", pull.endpoint, "--strict"}, d + "/send.log");
   std::vector<std::string> got = pull.drain(3);
   CHECK(wait_exit(send) == 3);
-  std::string log = read(d + "/send.log");
+  std::string log = read_file(d + "/send.log");
   CHECK_MESSAGE(log.find(bad + "@" + std::to_string(second) + ": corrupt frame: checksum mismatch; skipped " +
                          std::to_string(recording::kFrameHeaderBytes + frames[1].size()) + " bytes (not sent)") !=
                     std::string::npos,
@@ -295,7 +288,7 @@ TEST_CASE("send: with no receiver yet it blocks (backpressure), counts the time,
   Pull pull(ep);
   std::vector<std::string> got = pull.drain(4);
   CHECK(wait_exit(send) == 0);
-  std::string log = read(d + "/send.log");
+  std::string log = read_file(d + "/send.log");
   CHECK(got == stored_frames(rec));
   CHECK_MESSAGE(json_number(log, "blocked_s") >= 0.5, log);
   std::filesystem::remove_all(d);
@@ -312,7 +305,7 @@ TEST_CASE("send: Ctrl-C stops it cleanly with the counts so far") {
   kill(send, SIGINT);
   CHECK(wait_exit(send, 10) == 0);
   std::vector<std::string> got = pull.drain(1u << 30, 500);
-  std::string log = read(d + "/send.log");
+  std::string log = read_file(d + "/send.log");
   CHECK_MESSAGE(log.find("\"interrupted\":true") != std::string::npos, log);
   CHECK(log.find("interrupted: sent ") != std::string::npos);
   double frames = json_number(log, "frames");
@@ -328,7 +321,7 @@ TEST_CASE("send: `runlens run` fed by `runlens send` raises the alerts `runlens 
   auto r = shell(kBin + " replay " + rec + " --quiet --out " + d + "/replayed --set RUNLENS_PUBLISH=ipc://" + d +
                  "/replay-pub.sock");
   REQUIRE_MESSAGE(r.code == 0, r.output);
-  std::string expected = read(d + "/replayed/alerts.jsonl");
+  std::string expected = read_file(d + "/replayed/alerts.jsonl");
   REQUIRE(expected.find("\"kind\":\"straggler\"") != std::string::npos);
   REQUIRE(expected.find("\"kind\":\"nan_loss\"") != std::string::npos);
 
@@ -340,11 +333,12 @@ TEST_CASE("send: `runlens run` fed by `runlens send` raises the alerts `runlens 
   pid_t send = spawn({"send", rec, "--to", listen, "--rate", "50k"}, d + "/send.log");
   CHECK(wait_exit(send) == 0);
   // The straggler is out while the run is live; then stop it, which releases the rest.
-  CHECK(wait_for([&] { return read(d + "/live/alerts.jsonl").find("\"kind\":\"straggler\"") != std::string::npos; }));
+  CHECK(wait_for(
+      [&] { return read_file(d + "/live/alerts.jsonl").find("\"kind\":\"straggler\"") != std::string::npos; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   kill(run, SIGINT);
   CHECK(wait_exit(run) == 0);
-  CHECK_MESSAGE(read(d + "/live/alerts.jsonl") == expected, read(d + "/run.log"));
+  CHECK_MESSAGE(read_file(d + "/live/alerts.jsonl") == expected, read_file(d + "/run.log"));
   std::filesystem::remove_all(d);
 }
 
@@ -359,14 +353,14 @@ TEST_CASE("send: Ctrl-C while the final flush waits on a receiver that does not 
   std::string ep = stuck.get(zmq::sockopt::last_endpoint);
   // 400 frames of about 170 KB: far more than the receiver's buffers; all fit the send queue.
   pid_t send = spawn({"send", rec, "--to", ep, "--loops", "100", "--json"}, d + "/send.log");
-  REQUIRE(wait_for([&] { return read(d + "/send.log").find("sending ") != std::string::npos; }));
+  REQUIRE(wait_for([&] { return read_file(d + "/send.log").find("sending ") != std::string::npos; }));
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  CHECK(read(d + "/send.log").find("\"frames\"") == std::string::npos);  // still flushing
+  CHECK(read_file(d + "/send.log").find("\"frames\"") == std::string::npos);  // still flushing
   kill(send, SIGINT);
   auto t0 = std::chrono::steady_clock::now();
   CHECK(wait_exit(send, 10) == 0);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
-  std::string log = read(d + "/send.log");
+  std::string log = read_file(d + "/send.log");
   CHECK_MESSAGE(log.find("interrupted while flushing; what the socket still held was dropped") != std::string::npos,
                 log);
   CHECK(json_number(log, "frames") == 400);
