@@ -33,6 +33,7 @@ Command add_serve(CLI::App& app);
 Command add_report(CLI::App& app);
 Command add_record(CLI::App& app);
 Command add_tail(CLI::App& app);
+Command add_send(CLI::App& app);
 Command add_eval(CLI::App& app);     // the `runlens eval` group (cli/eval.h)
 Command add_gate(CLI::App& app);     // `runlens gate` (cli/eval.cc: it talks to the service)
 Command add_explain(CLI::App& app);  // `runlens explain` (cli/eval.cc: it talks to the service)

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
       cli::add_replay(app),    cli::add_run(app),     cli::add_validate(app), cli::add_graph(app),
       cli::add_operators(app), cli::add_convert(app), cli::add_synth(app),    cli::add_serve(app),
       cli::add_report(app),    cli::add_record(app),  cli::add_tail(app),     cli::add_eval(app),
-      cli::add_gate(app),      cli::add_explain(app),
+      cli::add_gate(app),      cli::add_explain(app), cli::add_send(app),
   };
   try {
     app.parse(argc, argv);

@@ -11,7 +11,6 @@
 #include <iterator>
 
 #include "formats/capnp_codec.h"
-#include "formats/crc32c.h"
 #include "formats/jsonl_codec.h"
 #include "formats/recording.h"
 
@@ -140,12 +139,6 @@ class JsonlReader final : public InputReader {
   uint64_t dead_ = 0;
 };
 
-uint32_t get_u32(const char* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-
 class RecordingReader final : public InputReader {
  public:
   RecordingReader(std::string path, std::unique_ptr<Bytes> bytes) : path_(std::move(path)), bytes_(std::move(bytes)) {
@@ -176,38 +169,19 @@ class RecordingReader final : public InputReader {
       }
     }
     while (pos_ < n && produced < max_rows) {
-      size_t frame = pos_;
-      if (n - pos_ < recording::kFrameHeaderBytes) {
+      recording::FrameStep step = recording::next_frame(d, n, pos_);
+      pos_ = step.next;
+      if (step.kind == recording::FrameStep::Kind::kEnd) break;
+      const size_t frame = step.offset;
+      if (step.kind == recording::FrameStep::Kind::kDamage) {
         ++dead_;
-        dead_letter(dl, component, at(frame),
-                    "truncated frame header: " + std::to_string(n - pos_) + " bytes at the end of the file", {});
-        pos_ = n;
-        break;
-      }
-      uint32_t marker = get_u32(d + pos_), len = get_u32(d + pos_ + 4), crc = get_u32(d + pos_ + 8);
-      if (marker != recording::kFrameMarker) {
-        resync(frame, "corrupt frame: no frame marker", dl, component);
+        dead_letter(dl, component, at(frame), step.reason, {});
         continue;
       }
-      size_t payload = pos_ + recording::kFrameHeaderBytes;
-      if (len > n - payload) {
-        // Either the file was cut short, or the length is corrupt: look for a
-        // later frame before concluding the former.
-        resync(frame,
-               "truncated frame: header says " + std::to_string(len) + " payload bytes, " +
-                   std::to_string(n - payload) + " remain",
-               dl, component);
-        continue;
-      }
-      if (crc32c(d + payload, len) != crc) {
-        resync(frame, "corrupt frame: checksum mismatch", dl, component);
-        continue;
-      }
-      pos_ = payload + len;
       issues_.clear();
       std::string error;
       size_t first = rows->size();
-      if (!capnpc::decode_batch(d + payload, len, rows, &issues_, &error)) {
+      if (!capnpc::decode_batch(step.payload, step.size, rows, &issues_, &error)) {
         ++dead_;
         dead_letter(dl, component, at(frame), error, {});
         continue;
@@ -242,32 +216,6 @@ class RecordingReader final : public InputReader {
 
  private:
   std::string at(size_t offset) const { return path_ + "@" + std::to_string(offset); }
-
-  // Dead-letters the bytes from `frame` to the next frame marker with a
-  // plausible header (at any offset: damage need not keep 8-byte alignment)
-  // and continues there.
-  void resync(size_t frame, const std::string& why, runtime::DeadLetterSink& dl, const std::string& component) {
-    const char* d = bytes_->data();
-    size_t n = bytes_->size();
-    size_t next = frame + 1;
-    while (next + recording::kFrameHeaderBytes <= n) {
-      const void* hit = std::memchr(d + next, 'R', n - next - recording::kFrameHeaderBytes + 1);
-      if (!hit) {
-        next = n;
-        break;
-      }
-      next = static_cast<size_t>(static_cast<const char*>(hit) - d);
-      if (get_u32(d + next) == recording::kFrameMarker) {
-        uint32_t len = get_u32(d + next + 4);
-        if (len % 8 == 0 && len <= n - next - recording::kFrameHeaderBytes) break;
-      }
-      ++next;
-    }
-    if (next + recording::kFrameHeaderBytes > n) next = n;
-    ++dead_;
-    dead_letter(dl, component, at(frame), why + "; skipped " + std::to_string(next - frame) + " bytes", {});
-    pos_ = next;
-  }
 
   std::string path_;
   std::unique_ptr<Bytes> bytes_;

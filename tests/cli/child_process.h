@@ -1,6 +1,6 @@
 // Runs the built runlens binary as a child process, for tests of the command
 // line: to completion through the shell, or in the background (live runs,
-// servers).
+// servers); and the scratch directories and files those tests read.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -14,11 +14,20 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace runlens::testing {
+
+// The whole content of a file ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 // A fresh, empty directory for one test: $TMPDIR/runlens-test-PID-NAME.
 inline std::string scratch_dir(const std::string& name) {

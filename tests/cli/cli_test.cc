@@ -16,6 +16,7 @@
 
 namespace {
 
+using runlens::testing::read_file;
 using runlens::testing::scratch_dir;
 using runlens::testing::write_text;
 
@@ -25,22 +26,15 @@ const std::string kSrc = RUNLENS_SOURCE_DIR;
 // `runlens ARGS`: its exit code and output (stdout and stderr together).
 runlens::testing::ShellResult sh(const std::string& args) { return runlens::testing::shell(kBin + " " + args); }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 }  // namespace
 
 TEST_CASE("docs/operators.md is generated from the registry and current") {
-  CHECK_MESSAGE(read(kSrc + "/docs/operators.md") == runlens::operators_markdown(),
+  CHECK_MESSAGE(read_file(kSrc + "/docs/operators.md") == runlens::operators_markdown(),
                 "regenerate with: build/runlens operators --markdown > docs/operators.md");
 }
 
 TEST_CASE("docs/alerts.md holds the vocabulary's tables as generated from schema/vocabulary.h") {
-  CHECK_MESSAGE(read(kSrc + "/docs/alerts.md").find(runlens::vocabulary_markdown()) != std::string::npos,
+  CHECK_MESSAGE(read_file(kSrc + "/docs/alerts.md").find(runlens::vocabulary_markdown()) != std::string::npos,
                 "regenerate the tables with: build/runlens operators --vocabulary");
   auto r = sh("operators --vocabulary");
   CHECK(r.code == 0);
@@ -51,7 +45,7 @@ TEST_CASE("docs/alerts.md holds the vocabulary's tables as generated from schema
 // component raises it and how: it must name every alert kind of the
 // vocabulary once, no other, and only components that exist.
 TEST_CASE("docs/alerts.md's 'Raised today' table covers the vocabulary's alert kinds") {
-  std::string doc = read(kSrc + "/docs/alerts.md");
+  std::string doc = read_file(kSrc + "/docs/alerts.md");
   size_t at = doc.find("## Raised today");
   REQUIRE(at != std::string::npos);
   std::string components = runlens::operators_markdown();
@@ -120,7 +114,7 @@ TEST_CASE("replay writes alerts and exits 0; --strict exits 3 when input was dea
   std::string pub = "--set RUNLENS_PUBLISH=ipc://" + dir + "/pub";
   auto r = sh("replay " + kSrc + "/tests/golden/straggler/input.jsonl --quiet --threads 2 " + pub + " --out " + dir);
   CHECK(r.code == 0);
-  CHECK(read(dir + "/alerts.jsonl") == read(kSrc + "/tests/golden/straggler/expected_alerts.jsonl"));
+  CHECK(read_file(dir + "/alerts.jsonl") == read_file(kSrc + "/tests/golden/straggler/expected_alerts.jsonl"));
   CHECK(r.output.find("STRAGGLER DETECTED") != std::string::npos);  // the console sink
   CHECK_FALSE(std::filesystem::exists(dir + "/dead_letter.jsonl"));
 
@@ -150,8 +144,8 @@ TEST_CASE("convert: JSONL -> recording -> JSONL is byte-identical") {
   std::string in = kSrc + "/tests/golden/rank_missing/input.jsonl";
   REQUIRE(sh("convert " + in + " " + dir + "/run.rlrec").code == 0);
   REQUIRE(sh("convert " + dir + "/run.rlrec " + dir + "/back.jsonl").code == 0);
-  CHECK(read(dir + "/back.jsonl") == read(in));
-  CHECK(read(dir + "/run.rlrec").substr(0, 8) == "RUNLENSR");
+  CHECK(read_file(dir + "/back.jsonl") == read_file(in));
+  CHECK(read_file(dir + "/run.rlrec").substr(0, 8) == "RUNLENSR");
   std::filesystem::remove_all(dir);
 }
 
@@ -172,14 +166,14 @@ TEST_CASE("synth writes what it says, with the injected straggler detectable") {
   CHECK(r.output.find("64 ranks, 60 steps") != std::string::npos);
   auto rep = sh("replay " + dir + "/s.rlrec --quiet --set RUNLENS_PUBLISH=ipc://" + dir + "/pub --out " + dir);
   CHECK(rep.code == 0);
-  std::string alerts = read(dir + "/alerts.jsonl");
+  std::string alerts = read_file(dir + "/alerts.jsonl");
   CHECK(alerts.find("\"kind\":\"straggler\"") != std::string::npos);
   CHECK(alerts.find("\"rank\":13,\"node\":\"gpu-node-1\",\"gpu\":5") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("docs/telemetry.md holds the contract's field table as generated from schema/record.h") {
-  CHECK_MESSAGE(read(kSrc + "/docs/telemetry.md").find(runlens::contract_markdown()) != std::string::npos,
+  CHECK_MESSAGE(read_file(kSrc + "/docs/telemetry.md").find(runlens::contract_markdown()) != std::string::npos,
                 "regenerate the table with: build/runlens operators --contract");
 }
 

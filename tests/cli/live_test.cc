@@ -25,13 +25,6 @@ namespace {
 
 const std::string kSrc = RUNLENS_SOURCE_DIR;
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // The golden straggler input, as Cap'n Proto batches of `per_batch` events.
 std::vector<std::string> batches(const std::string& jsonl, size_t per_batch) {
   std::string error;
@@ -88,7 +81,7 @@ TEST_CASE("live: run + tail + record over ZeroMQ, and the recording replays to t
   }
   // The straggler alert is published while the run is live, before any shutdown.
   CHECK(wait_exit(tail, 60) == 0);
-  std::string tailed = read(d + "/tail.log");
+  std::string tailed = read_file(d + "/tail.log");
   CHECK(tailed.find("\"kind\":\"straggler\"") != std::string::npos);
   CHECK(tailed.find("\"rank\":5") != std::string::npos);
 
@@ -99,16 +92,16 @@ TEST_CASE("live: run + tail + record over ZeroMQ, and the recording replays to t
   CHECK(wait_exit(rec) == 0);
 
   // Live gives the replay's alerts: the golden expectation, byte for byte.
-  std::string expected = read(kSrc + "/tests/golden/straggler/expected_alerts.jsonl");
-  CHECK(read(d + "/live/alerts.jsonl") == expected);
-  std::string dead = read(d + "/live/dead_letter.jsonl");
+  std::string expected = read_file(kSrc + "/tests/golden/straggler/expected_alerts.jsonl");
+  CHECK(read_file(d + "/live/alerts.jsonl") == expected);
+  std::string dead = read_file(d + "/live/dead_letter.jsonl");
   CHECK_MESSAGE(dead.find("frame") != std::string::npos, dead);
 
   pid_t replay = spawn({"replay", d + "/live.rlrec", "--quiet", "--out", d + "/replayed", "--set",
                         "RUNLENS_PUBLISH=ipc://" + d + "/replay-pub.sock"},
                        d + "/replay.log");
   CHECK(wait_exit(replay) == 0);
-  CHECK(read(d + "/replayed/alerts.jsonl") == expected);
+  CHECK(read_file(d + "/replayed/alerts.jsonl") == expected);
   std::filesystem::remove_all(dir);
 }
 
@@ -124,6 +117,6 @@ TEST_CASE("live: a port already in use is a clear error, exit 2") {
       spawn({"run", "--out", d, "--set", "RUNLENS_LISTEN=" + taken, "--set", "RUNLENS_PUBLISH=ipc://" + d + "/p"},
             d + "/run.log");
   CHECK(wait_exit(run) == 2);
-  CHECK(read(d + "/run.log").find("cannot bind " + taken) != std::string::npos);
+  CHECK(read_file(d + "/run.log").find("cannot bind " + taken) != std::string::npos);
   std::filesystem::remove_all(dir);
 }

@@ -15,6 +15,8 @@
 
 namespace {
 
+using runlens::testing::read_file;
+
 const std::string kBin = RUNLENS_BINARY;
 const std::string kSrc = RUNLENS_SOURCE_DIR;
 
@@ -30,13 +32,6 @@ std::string tmpdir(const std::string& name) {
 void write(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream(path, std::ios::binary) << text;
-}
-
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 const char* kPipeline =
@@ -95,13 +90,13 @@ TEST_CASE("the shipped pipeline finds configs/rules from any working directory; 
   auto r = sh("cd " + dir + " && " + kBin + " replay " + kSrc +
               "/tests/golden/straggler/input.jsonl --quiet --out out " + "--set RUNLENS_PUBLISH=ipc://" + dir + "/pub");
   CHECK(r.code == 0);
-  CHECK(read(dir + "/out/alerts.jsonl") == read(kSrc + "/tests/golden/straggler/expected_alerts.jsonl"));
-  CHECK(read(dir + "/out/alerts.jsonl").find("\"kind\":\"diagnosis\"") != std::string::npos);
+  CHECK(read_file(dir + "/out/alerts.jsonl") == read_file(kSrc + "/tests/golden/straggler/expected_alerts.jsonl"));
+  CHECK(read_file(dir + "/out/alerts.jsonl").find("\"kind\":\"diagnosis\"") != std::string::npos);
   // The pipeline file from disk gives the same alerts as its embedded copy.
   auto file =
       sh("cd " + dir + " && " + kBin + " replay " + kSrc + "/tests/golden/straggler/input.jsonl --quiet --out out2 " +
          "--pipeline " + kSrc + "/pipelines/training-health.yaml --set RUNLENS_PUBLISH=ipc://" + dir + "/pub2");
   CHECK(file.code == 0);
-  CHECK(read(dir + "/out2/alerts.jsonl") == read(dir + "/out/alerts.jsonl"));
+  CHECK(read_file(dir + "/out2/alerts.jsonl") == read_file(dir + "/out/alerts.jsonl"));
   std::filesystem::remove_all(dir);
 }

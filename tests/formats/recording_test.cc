@@ -642,5 +642,108 @@ TEST_CASE("input files: a pipe is read like a file") {
   CHECK(sink.letters[0].position == path + ":3");
 }
 
+// What recording::FrameReader makes of a file, and what InputReader makes of
+// it, in the same terms: the frames read (PATH@OFFSET) and the damage skipped
+// ("PATH@OFFSET: reason"), or the error that stops it at the header.
+struct FrameView {
+  std::vector<std::string> frames, damage;
+};
+
+FrameView frame_reader_view(const std::string& path) {
+  FrameView v;
+  recording::FrameReader reader;
+  std::string error;
+  if (!reader.open(path, &error)) {
+    v.damage.push_back(error);
+    return v;
+  }
+  recording::FrameReader::Frame f;
+  for (;;) {
+    bool got = reader.next(&f, &v.damage);
+    if (!got) break;
+    v.frames.push_back(path + "@" + std::to_string(f.offset));
+    CHECK(f.data != nullptr);
+  }
+  return v;
+}
+
+FrameView input_reader_view(const std::string& path) {
+  ReadResult r = read_all(path);
+  FrameView v;
+  for (const auto& p : r.positions) {
+    std::string frame = p.substr(0, p.find('#'));
+    if (v.frames.empty() || v.frames.back() != frame) v.frames.push_back(frame);
+  }
+  for (const auto& d : r.dead) v.damage.push_back(d.position + ": " + d.reason);
+  return v;
+}
+
+TEST_CASE("recording: FrameReader skips the damage InputReader skips, with the same offsets and reasons") {
+  TempDir dir;
+  Recording rec = make_recording(dir.file("full.rlrec"), {2, 3, 1, 2, 2});
+  std::string path = dir.file("damaged.rlrec");
+  auto same = [&](const std::string& bytes) {
+    write_file(path, bytes);
+    FrameView a = frame_reader_view(path), b = input_reader_view(path);
+    CHECK(a.frames == b.frames);
+    CHECK(a.damage == b.damage);
+  };
+  same(rec.bytes);
+  CHECK(frame_reader_view(path).frames.size() == 5);
+  CHECK(frame_reader_view(path).damage.empty());
+  // A corrupt byte anywhere in a frame (the event count aside: FrameReader
+  // passes it on, InputReader reads frames by content).
+  for (size_t k = 0; k < rec.frame_start.size(); ++k) {
+    for (size_t at = rec.frame_start[k]; at < rec.frame_end[k]; at += 3) {
+      size_t in_frame = at - rec.frame_start[k];
+      if (in_frame >= 12 && in_frame < 16) continue;
+      CAPTURE(k);
+      CAPTURE(in_frame);
+      std::string bytes = rec.bytes;
+      bytes[at] ^= 0x5A;
+      same(bytes);
+    }
+  }
+  // Cut short at every offset from 4 on (fewer bytes of magic are not a recording to either).
+  for (size_t cut = 4; cut <= rec.bytes.size(); ++cut) {
+    CAPTURE(cut);
+    same(rec.bytes.substr(0, cut));
+  }
+  // Garbage between frames, of a length that breaks the alignment.
+  same(rec.bytes.substr(0, rec.frame_start[2]) + "garbage" + rec.bytes.substr(rec.frame_start[2]));
+  // Not the format version this runlens reads.
+  std::string v2 = rec.bytes;
+  v2[8] = 2;
+  same(v2);
+  FrameView a = frame_reader_view(path);
+  REQUIRE(a.damage.size() == 1);
+  CHECK(a.damage[0] == path + "@0: unsupported recording format version 2 (this runlens reads 1)");
+
+  // rewind() reads the same frames again.
+  write_file(path, rec.bytes);
+  recording::FrameReader reader;
+  std::string error;
+  REQUIRE(reader.open(path, &error));
+  std::vector<std::string> damage;
+  recording::FrameReader::Frame f;
+  std::vector<uint64_t> first, second;
+  while (reader.next(&f, &damage)) first.push_back(f.offset);
+  reader.next(&f, &damage);
+  reader.rewind();
+  while (reader.next(&f, &damage)) {
+    second.push_back(f.offset);
+    CHECK(f.events == u32_at(rec.bytes, f.offset + 12));
+    CHECK(std::string(f.data, f.size) == rec.bytes.substr(f.offset + 16, f.size));
+  }
+  CHECK(first == second);
+  CHECK(first.size() == 5);
+  // A file that is not there, or a directory.
+  recording::FrameReader none, folder;
+  CHECK(!none.open(dir.file("missing.rlrec"), &error));
+  CHECK(error == "cannot open " + dir.file("missing.rlrec") + ": No such file or directory");
+  CHECK(!folder.open(dir.file(""), &error));
+  CHECK(error.find("is a directory") != std::string::npos);
+}
+
 }  // namespace
 }  // namespace runlens
