@@ -14,20 +14,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-namespace runlens::testing {
+#include "tests/read_file.h"
 
-// The whole content of a file ("" when it cannot be read).
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+namespace runlens::testing {
 
 // A fresh, empty directory for one test: $TMPDIR/runlens-test-PID-NAME.
 inline std::string scratch_dir(const std::string& name) {

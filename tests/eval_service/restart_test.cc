@@ -8,17 +8,13 @@
 
 #include "tests/cli/child_process.h"
 #include "tests/eval_service/eval_fixture.h"
+#include "tests/read_file.h"
 
 using namespace runlens;
 using namespace runlens::testing;
 namespace wire = runlens::eval::wire;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 struct Serve {
   pid_t pid = -1;

@@ -28,6 +28,7 @@
 #include "schema/alert.h"
 #include "schema/telemetry.capnp.h"
 #include "tests/formats/sample_events.h"
+#include "tests/read_file.h"
 
 // Prints vectors of lines in failure messages (doctest shows them as {?}).
 namespace doctest {
@@ -44,6 +45,8 @@ struct StringMaker<std::vector<std::string>> {
 
 namespace runlens {
 namespace {
+
+using runlens::testing::read_file;
 
 using test::kSampleLines;
 using test::sample_records;
@@ -74,11 +77,6 @@ void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   REQUIRE(f.good());
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
 }
 
 class CollectingSink final : public runtime::DeadLetterSink {

@@ -14,15 +14,9 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "tests/read_file.h"
 
 namespace runlens::testing {
-
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 inline std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
