@@ -39,6 +39,9 @@ std::string failure_phrase(const std::string& kind) {
       {alert_kind::kNanLoss, "NaN loss detected"},
       {alert_kind::kStraggler, "Straggler detected"},
       {alert_kind::kRankMissing, "Rank stopped reporting"},
+      {alert_kind::kJobStalled, "Job stalled"},
+      {alert_kind::kNodeUnreachable, "Node unreachable"},
+      {alert_kind::kStepAnomaly, "Implausible step number"},
       {alert_kind::kXidError, "GPU XID error"},
       {alert_kind::kOom, "Out of memory"},
       {alert_kind::kEccUncorrected, "Uncorrected ECC error"},
@@ -225,8 +228,8 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
       p.oom.push_back(item);
     } else if (al.kind == alert_kind::kStraggler) {
       p.stragglers.push_back(item);
-    } else if (al.kind == alert_kind::kRankMissing) {
-      p.missing_ranks.push_back(item);
+    } else if (in(al.kind, {alert_kind::kRankMissing, alert_kind::kJobStalled, alert_kind::kNodeUnreachable})) {
+      p.missing_ranks.push_back(item);  // one rank, the most of a job, or all of a node
     }
   }
   for (const auto& e : s.graph->timeline(run.run_id, {}, 100000)) {

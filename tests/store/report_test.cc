@@ -4,6 +4,8 @@
 // lists the evidence.
 #include "reports/report.h"
 
+#include <tuple>
+
 #include "store/store.h"
 #include "tests/cli/child_process.h"
 #include "tests/store/store_scenarios.h"
@@ -156,4 +158,45 @@ TEST_CASE("report and serve on the command line: exit codes and formats") {
   auto serve = sh("serve --store sqlite:///nonexistent/runlens.db --port 0");
   CHECK(serve.code == 2);
   CHECK(has(serve.output, "no store at sqlite:///nonexistent/runlens.db"));
+}
+
+TEST_CASE("report: a stalled job and a lost node are listed as missing ranks") {
+  std::string dir = fresh_dir("report-stall");
+  std::string db = dir + "/runlens.db";
+  std::filesystem::copy_file(undiagnosed_db(), db);
+  {
+    // What rank_join writes through the timeline sink when most ranks, or a node's, stop.
+    store::GraphBatch b;
+    for (auto [kind, id, summary] : {std::tuple{"job_stalled", "5a11ed5a11ed5a11", "JOB STALLED: 12 of 16 ranks"},
+                                     std::tuple{"node_unreachable", "0de0de0de0de0de0", "NODE UNREACHABLE: node-2"}}) {
+      Alert a;
+      a.alert_id = id;
+      a.kind = kind;
+      a.severity = Severity::kCritical;
+      a.run_id = Symbol::intern("diverge");
+      a.step = 170;
+      a.time_ns = 1767226000000000000;
+      a.summary = summary;
+      store::StoredAlert sa;
+      sa.alert = a;
+      jsonl::encode_alert(a, &sa.json);
+      b.alerts.push_back(sa);
+    }
+    store::open_store(url_of(db)).graph->write(b);
+  }
+  auto page = report::failure_page({url_of(db), "diverge"});
+  REQUIRE(page);
+  // The line shows the first of the two (in the store's order) and counts the other.
+  const size_t at = page->find("Missing ranks  ");
+  REQUIRE_MESSAGE(at != std::string::npos, *page);
+  const std::string row = page->substr(at, page->find('\n', at) - at);
+  CHECK_MESSAGE((row == "Missing ranks  JOB STALLED: 12 of 16 ranks (+1 more)" ||
+                 row == "Missing ranks  NODE UNREACHABLE: node-2 (+1 more)"),
+                row);
+  auto v = parse_json(*report::failure_page({url_of(db), "diverge", true}));
+  const json::Value* infra = v.find("infrastructure");
+  REQUIRE(infra);
+  REQUIRE(infra->find("missingRanks"));
+  CHECK(infra->find("missingRanks")->items.size() == 2);
+  std::filesystem::remove_all(dir);
 }
