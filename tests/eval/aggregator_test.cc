@@ -10,19 +10,10 @@
 #include <functional>
 #include <random>
 
+#include "tests/eval/metric_spec.h"
+
 namespace runlens::eval {
 namespace {
-
-MetricSpec metric(const std::string& name, std::vector<std::pair<std::string, std::string>> args = {},
-                  std::vector<int64_t> k = {}) {
-  MetricSpec m;
-  m.name = name;
-  m.def = find_metric(name);
-  REQUIRE(m.def);
-  m.args = std::move(args);
-  m.k = std::move(k);
-  return m;
-}
 
 ShardResult result(const Shard& sh, std::vector<double> stats, int attempt = 1) {
   ShardResult r;
@@ -45,7 +36,7 @@ const MetricResult& get(const std::vector<MetricResult>& ms, const std::string& 
 
 TEST_CASE("aggregator: accuracy, its n and standard error (lm-evaluation-harness mean_stderr case)") {
   auto shards = plan_shards("e-1", 8, 3);
-  Aggregator agg("e-1", {metric("accuracy")}, shards);
+  Aggregator agg("e-1", {metric_spec("accuracy")}, shards);
   CHECK(agg.accept(result(shards[0], {1, 1, 1})).outcome == Acceptance::kAccepted);
   CHECK_FALSE(agg.complete());
   CHECK(agg.missing_shards() == std::vector<int>{1, 2});
@@ -61,7 +52,7 @@ TEST_CASE("aggregator: accuracy, its n and standard error (lm-evaluation-harness
 
 TEST_CASE("aggregator: check() answers as accept() would, changes nothing, and gives the shard's own metrics") {
   auto shards = plan_shards("e-1", 8, 4);
-  Aggregator agg("e-1", {metric("accuracy")}, shards);
+  Aggregator agg("e-1", {metric_spec("accuracy")}, shards);
   REQUIRE(agg.accept(result(shards[0], {1, 1, 1, 1})).outcome == Acceptance::kAccepted);
   std::vector<MetricResult> own;
   AcceptOutcome c = agg.check(result(shards[1], {1, 0, 0, 0}), &own);
@@ -85,7 +76,7 @@ TEST_CASE("aggregator: check() answers as accept() would, changes nothing, and g
 TEST_CASE("aggregator: a rate over the items in scope only (jailbreak attempts), its n and standard error") {
   // (attempt, succeeded) per item: attempts 0, 1, 3, 4 of which 0 and 3 succeeded; item 2 is no attempt.
   auto shards = plan_shards("e-r", 5, 3);
-  Aggregator agg("e-r", {metric("jailbreak_success_rate")}, shards);
+  Aggregator agg("e-r", {metric_spec("jailbreak_success_rate")}, shards);
   CHECK(agg.stride() == 2);
   CHECK(agg.accept(result(shards[0], {1, 1, 1, 0, 0, 0})).outcome == Acceptance::kAccepted);
   auto m = agg.metrics();
@@ -97,7 +88,7 @@ TEST_CASE("aggregator: a rate over the items in scope only (jailbreak attempts),
   CHECK(m[0].n == 4);                                                // attempts, not items
   CHECK(m[0].std_error == doctest::Approx(std::sqrt(1.0 / 3) / 2));  // sample sd of 1,0,1,0 over sqrt(4)
 
-  Aggregator none("e-r", {metric("jailbreak_success_rate")}, shards);
+  Aggregator none("e-r", {metric_spec("jailbreak_success_rate")}, shards);
   CHECK(none.accept(result(shards[0], {0, 0, 0, 0, 0, 0})).outcome == Acceptance::kAccepted);
   CHECK(std::isnan(none.metrics()[0].value));  // no attempt: no rate
   CHECK(none.metrics()[0].n == 0);
@@ -113,7 +104,8 @@ TEST_CASE("aggregator: token-weighted metrics from summed log-likelihoods and co
   // lm-evaluation-harness tests/test_bpb.py: [(-ln 2, 1), (-12 ln 2, 4)] -> 13/5 bits per byte.
   auto shards = plan_shards("e-2", 2, 1);
   Aggregator agg("e-2",
-                 {metric("bits_per_byte"), metric("perplexity"), metric("cross_entropy"), metric("log_probability")},
+                 {metric_spec("bits_per_byte"), metric_spec("perplexity"), metric_spec("cross_entropy"),
+                  metric_spec("log_probability")},
                  shards);
   const double l2 = std::log(2.0);
   CHECK(agg.accept(result(shards[0], {-l2, 1, -l2, 1, -l2, 1, -l2, 1})).outcome == Acceptance::kAccepted);
@@ -137,7 +129,7 @@ TEST_CASE("aggregator: corpus BLEU from per-item statistics equals sacreBLEU's c
   // sacreBLEU test_bleu.py test_corpus_bleu: 48.530827 over three segments; the
   // per-segment statistics (runlens.eval.metrics.corpus_bleu_details of each).
   auto shards = plan_shards("e-3", 3, 2);
-  Aggregator agg("e-3", {metric("bleu", {{"lowercase", "false"}, {"tokenize", "13a"}})}, shards);
+  Aggregator agg("e-3", {metric_spec("bleu", {{"lowercase", "false"}, {"tokenize", "13a"}})}, shards);
   CHECK(agg.accept(result(shards[1], {6, 2, 1, 0, 7, 6, 5, 4, 7, 7})).outcome == Acceptance::kAccepted);
   CHECK(agg.accept(result(shards[0], {6, 5, 4, 3, 6, 5, 4, 3, 6, 6, 2, 0, 0, 0, 4, 3, 2, 1, 4, 5})).outcome ==
         Acceptance::kAccepted);
@@ -149,7 +141,7 @@ TEST_CASE("aggregator: corpus BLEU from per-item statistics equals sacreBLEU's c
 
 TEST_CASE("aggregator: pass@k per problem, then the mean over problems") {
   auto shards = plan_shards("e-4", 3, 2);
-  Aggregator agg("e-4", {metric("pass@k", {}, {1, 10})}, shards);
+  Aggregator agg("e-4", {metric_spec("pass@k", {}, {1, 10})}, shards);
   CHECK(agg.accept(result(shards[0], {200, 13, 6, 3})).outcome == Acceptance::kAccepted);
   CHECK(agg.accept(result(shards[1], {10, 0})).outcome == Acceptance::kAccepted);
   auto m = agg.metrics();
@@ -169,10 +161,10 @@ TEST_CASE("aggregator: macro and micro precision, recall and F1 (scikit-learn do
   // precision macro 0.2222..., recall macro 0.333...
   auto shards = plan_shards("e-5", 6, 4);
   Aggregator agg("e-5",
-                 {metric("f1", {{"average", "macro"}}), metric("precision", {{"average", "macro"}}),
-                  metric("recall", {{"average", "macro"}})},
+                 {metric_spec("f1", {{"average", "macro"}}), metric_spec("precision", {{"average", "macro"}}),
+                  metric_spec("recall", {{"average", "macro"}})},
                  shards);
-  Aggregator micro("e-5", {metric("f1", {{"average", "micro"}})}, shards);
+  Aggregator micro("e-5", {metric_spec("f1", {{"average", "micro"}})}, shards);
   const double t[] = {0, 1, 2, 0, 1, 2}, p[] = {0, 2, 1, 0, 0, 1};
   for (const auto& sh : shards) {
     std::vector<double> stats, stats_micro;
@@ -194,7 +186,7 @@ TEST_CASE("aggregator: the judge metric uses the judge's scale") {
   auto shards = plan_shards("e-6", 2, 2);
   JudgeSpec judge;
   judge.scale_lo = 1, judge.scale_hi = 5;
-  Aggregator agg("e-6", {metric("judge")}, shards, &judge);
+  Aggregator agg("e-6", {metric_spec("judge")}, shards, &judge);
   AcceptOutcome bad = agg.accept(result(shards[0], {4, 6}));
   CHECK(bad.reason ==
         "result for shard 0 of e-6 (attempt 1 from w1) rejected: judge of item 1: score 6 is outside [1, 5]");
@@ -204,7 +196,8 @@ TEST_CASE("aggregator: the judge metric uses the judge's scale") {
 
 TEST_CASE("aggregator: malformed results are rejected with a reason and never partially applied") {
   auto shards = plan_shards("e-7", 6, 3);  // [0, 3), [3, 6)
-  const std::vector<MetricSpec> metrics = {metric("accuracy"), metric("perplexity"), metric("pass@k", {}, {1})};
+  const std::vector<MetricSpec> metrics = {metric_spec("accuracy"), metric_spec("perplexity"),
+                                           metric_spec("pass@k", {}, {1})};
   // Each item: accuracy, (ll, tokens), (n, c): 5 statistics.
   const std::vector<double> good = {1, -2, 4, 10, 3, 0, -1, 2, 10, 0, 1, -3, 3, 10, 10};
   struct Case {
@@ -270,7 +263,7 @@ TEST_CASE("aggregator: malformed results are rejected with a reason and never pa
 
 TEST_CASE("aggregator: accepted once; a repeat or a late duplicate changes nothing") {
   auto shards = plan_shards("e-9", 4, 2);
-  Aggregator agg("e-9", {metric("accuracy")}, shards);
+  Aggregator agg("e-9", {metric_spec("accuracy")}, shards);
   CHECK(agg.accept(result(shards[0], {1, 1}, 2)).outcome == Acceptance::kAccepted);
   AcceptOutcome late = agg.accept(result(shards[0], {0, 0}, 1));
   CHECK(late.outcome == Acceptance::kDuplicate);
@@ -292,8 +285,8 @@ TEST_CASE("aggregator: accepted once; a repeat or a late duplicate changes nothi
 
 TEST_CASE("aggregator: the result does not depend on the order shards arrive in") {
   auto shards = plan_shards("e-10", 1000, 37);
-  const std::vector<MetricSpec> metrics = {metric("accuracy"), metric("word_perplexity"), metric("bleu"),
-                                           metric("f1", {{"average", "macro"}})};
+  const std::vector<MetricSpec> metrics = {metric_spec("accuracy"), metric_spec("word_perplexity"), metric_spec("bleu"),
+                                           metric_spec("f1", {{"average", "macro"}})};
   std::mt19937 rng(7);
   std::vector<ShardResult> results;
   for (const auto& sh : shards) {

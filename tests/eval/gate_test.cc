@@ -21,19 +21,10 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/eval/metric_spec.h"
+
 namespace runlens::eval {
 namespace {
-
-MetricSpec spec(const std::string& name, std::vector<std::pair<std::string, std::string>> args = {},
-                std::vector<int64_t> k = {}) {
-  MetricSpec m;
-  m.name = name;
-  m.def = find_metric(name);
-  REQUIRE(m.def);
-  m.args = std::move(args);
-  m.k = std::move(k);
-  return m;
-}
 
 GatedMetric gated(const std::string& metric, std::optional<double> margin, Dimension dim = Dimension::kQuality) {
   GatedMetric g;
@@ -104,7 +95,7 @@ TEST_CASE("gate: paired mean difference and SE, by hand") {
   // 1.2/4 = 0.3; SE = sqrt(0.3/5) = 0.244949. The 95% lower bound with
   // t(0.95, 4) = 2.131847 is 0.4 - 0.522194 = -0.122194 >= -0.2: PASS.
   GateInput in;
-  in.metrics = {spec("accuracy")};
+  in.metrics = {metric_spec("accuracy")};
   in.candidate = side("cand", column({1, 1, 0, 1, 1}));
   in.baseline = side("base", column({1, 0, 0, 1, 0}));
   const MeanSe ms = paired_mean_se({0, 1, 0, 0, 1});
@@ -126,7 +117,7 @@ TEST_CASE("gate: paired mean difference and SE, by hand") {
   CHECK(r.verdict == Verdict::kPass);
   CHECK(r.reason.find("non-inferior: the 95% lower bound -0.1222 is at or above -0.2") != std::string::npos);
   // Lower is better (a loss-like direction flips the difference): the same data as a harm rate.
-  in.metrics = {spec("harmful_response_rate")};
+  in.metrics = {metric_spec("harmful_response_rate")};
   GateDecision h = evaluate_gate(policy_of({gated("harmful_response_rate", 0.2)}), in);
   CHECK(row(h, "harmful_response_rate").difference == doctest::Approx(-0.4));
 }
@@ -152,7 +143,7 @@ TEST_CASE("gate: clustered SE against a direct computation") {
 
   // Through the gate: the policy's cluster key selects the method.
   GateInput in;
-  in.metrics = {spec("squad_f1")};
+  in.metrics = {metric_spec("squad_f1")};
   in.candidate = side("cand", column({1, 2, 3, 4, 5, 6}));
   for (auto& x : in.candidate.stats) x /= 10;
   in.baseline = side("base", column({0, 0, 0, 0, 0, 0}));
@@ -187,7 +178,7 @@ TEST_CASE("gate: Holm's step-down on a known example") {
 
 TEST_CASE("gate: pass@k is compared per problem, macro F1 by a deterministic bootstrap") {
   GateInput in;
-  in.metrics = {spec("pass@k", {}, {1, 5})};
+  in.metrics = {metric_spec("pass@k", {}, {1, 5})};
   in.candidate = side("cand", {{10, 3}, {10, 5}, {10, 0}, {10, 10}, {10, 4}});
   in.baseline = side("base", {{10, 2}, {10, 5}, {10, 1}, {10, 9}, {10, 4}});
   GateDecision d = evaluate_gate(policy_of({gated("pass@5", 0.1)}), in);
@@ -203,7 +194,7 @@ TEST_CASE("gate: pass@k is compared per problem, macro F1 by a deterministic boo
   // Macro F1 over (label, prediction): labels 0,0,1,1; candidate predicts 0,0,1,0:
   // label 0: tp 2 fp 1 fn 0 -> 0.8; label 1: tp 1 fp 0 fn 1 -> 2/3; macro 0.7333.
   GateInput f;
-  f.metrics = {spec("f1", {{"average", "macro"}})};
+  f.metrics = {metric_spec("f1", {{"average", "macro"}})};
   f.candidate = side("cand", {{0, 0}, {0, 0}, {1, 1}, {1, 0}});
   f.baseline = side("base", {{0, 0}, {0, 1}, {1, 1}, {1, 0}});
   GatePolicy p = policy_of({gated("f1", 0.05)});
@@ -229,7 +220,7 @@ TEST_CASE("gate: pass@k is compared per problem, macro F1 by a deterministic boo
 TEST_CASE("gate: token-weighted ratios and corpus BLEU are bootstrapped from their sufficient statistics") {
   // Perplexity = exp(-sum loglik / sum tokens), lower is better: the candidate's is lower, the difference positive.
   GateInput in;
-  in.metrics = {spec("perplexity"), spec("bleu", {{"lowercase", "false"}, {"tokenize", "13a"}})};
+  in.metrics = {metric_spec("perplexity"), metric_spec("bleu", {{"lowercase", "false"}, {"tokenize", "13a"}})};
   std::vector<std::vector<double>> c, b;
   BleuStats sc, sb;
   for (int i = 0; i < 50; ++i) {
@@ -276,7 +267,7 @@ TEST_CASE("gate: item order does not change the decision") {
     ids.push_back(1000 + i);
   }
   GateInput in;
-  in.metrics = {spec("accuracy"), spec("f1", {{"average", "macro"}})};
+  in.metrics = {metric_spec("accuracy"), metric_spec("f1", {{"average", "macro"}})};
   in.candidate = side("cand", c, ids);
   in.baseline = side("base", b, ids);
   GatePolicy p = policy_of({gated("accuracy", 0.05), gated("f1", 0.05)});
@@ -299,7 +290,7 @@ TEST_CASE("gate: item order does not change the decision") {
 
 TEST_CASE("gate: refusals, and a missing shard is a hard failure") {
   GateInput in;
-  in.metrics = {spec("accuracy")};
+  in.metrics = {metric_spec("accuracy")};
   in.candidate = side("cand", column({1, 0, 1}), {1, 2, 3});
   in.baseline = side("base", column({1, 0, 1}), {1, 2, 4});
   GatePolicy p = policy_of({gated("accuracy", 0.05)});
@@ -340,7 +331,7 @@ TEST_CASE("gate: the safety cap is a hard gate that fails even when quality impr
     b.push_back({i < 70 ? 1.0 : 0.0, 0.0});
   }
   GateInput in;
-  in.metrics = {spec("accuracy"), spec("harmful_response_rate")};
+  in.metrics = {metric_spec("accuracy"), metric_spec("harmful_response_rate")};
   in.candidate = side("cand", c);
   in.baseline = side("base", b);
   GatedMetric harm = gated("harmful_response_rate", std::nullopt, Dimension::kSafety);
@@ -379,7 +370,7 @@ TEST_CASE("gate: INCONCLUSIVE names the metric and the items a larger sample nee
     b.push_back(i % 5 == 0 ? 1 : 0);
   }
   GateInput in;
-  in.metrics = {spec("accuracy")};
+  in.metrics = {metric_spec("accuracy")};
   in.candidate = side("cand", column(c));
   in.baseline = side("base", column(b));
   GatePolicy p = policy_of({gated("accuracy", 0.03)});
@@ -435,7 +426,7 @@ Rates simulate(int trials, int n, double b10, double b01, double margin, bool bo
   Rates r;
   for (int t = 0; t < trials; ++t) {
     GateInput in;
-    in.metrics = {bootstrap ? spec("f1", {{"average", "micro"}}) : spec("accuracy")};
+    in.metrics = {bootstrap ? metric_spec("f1", {{"average", "micro"}}) : metric_spec("accuracy")};
     std::vector<std::vector<double>> c, b;
     double sc = 0, sb = 0, scc = 0, sbb = 0;
     for (int i = 0; i < n; ++i) {
@@ -523,7 +514,7 @@ TEST_CASE("gate: calibration of the clustered gate, and what ignoring the cluste
   int pass_clustered = 0, pass_naive = 0;
   for (int t = 0; t < trials; ++t) {
     GateInput in;
-    in.metrics = {spec("accuracy")};
+    in.metrics = {metric_spec("accuracy")};
     std::vector<double> c, b;
     std::map<int64_t, std::string> cl;
     for (int g = 0; g < clusters; ++g) {
@@ -550,7 +541,7 @@ TEST_CASE("gate: calibration of the clustered gate, and what ignoring the cluste
 
 TEST_CASE("gate: Holm-adjusted levels on the rows") {
   GateInput in;
-  in.metrics = {spec("accuracy"), spec("exact_match")};
+  in.metrics = {metric_spec("accuracy"), metric_spec("exact_match")};
   std::vector<std::vector<double>> c, b;
   for (int i = 0; i < 100; ++i) {
     c.push_back({i < 50 ? 1.0 : 0.0, i < 60 ? 1.0 : 0.0});
