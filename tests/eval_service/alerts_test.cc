@@ -73,13 +73,7 @@ int64_t count_lines(const std::string& path) {
 
 TEST_CASE("evaluation alerts: each dimension's kind on a FAIL, stored, published, appended; none on a PASS") {
   std::string dir = temp_dir("alerts");
-  std::filesystem::create_directories(dir + "/suites");
-  std::filesystem::create_directories(dir + "/gates");
-  SuiteSpec spec;
-  spec.dataset_path = dir + "/toy.jsonl";
-  spec.sha256 = write_dataset(spec.dataset_path, 40);
-  spec.on_checkpoint = "[toy-*]";
-  write_file(dir + "/suites/toy.yaml", suite_yaml(spec));
+  write_toy_suite(dir);
   write_file(dir + "/gates/quality.yaml", policy("toy-quality", "quality"));
   write_file(dir + "/gates/safety.yaml", policy("toy-safety", "safety"));
   write_file(dir + "/gates/latency.yaml", policy("toy-latency", "latency"));

@@ -75,6 +75,20 @@ inline void write_file(const std::string& path, const std::string& text) {
   out << text;
 }
 
+// The suite most service tests gate: DIR/suites/toy.yaml over a 40-item
+// DIR/toy.jsonl, evaluating every toy-* model version; DIR/gates/ is created
+// empty for the test's policies.
+inline SuiteSpec write_toy_suite(const std::string& dir) {
+  std::filesystem::create_directories(dir + "/suites");
+  std::filesystem::create_directories(dir + "/gates");
+  SuiteSpec spec;
+  spec.dataset_path = dir + "/toy.jsonl";
+  spec.sha256 = write_dataset(spec.dataset_path, 40);
+  spec.on_checkpoint = "[toy-*]";
+  write_file(dir + "/suites/toy.yaml", suite_yaml(spec));
+  return spec;
+}
+
 // The toy metrics' statistics: accuracy, then f1's (label, prediction).
 inline std::vector<double> toy_stats(int64_t item) {
   const double label = static_cast<double>(item % 3);

@@ -45,13 +45,7 @@ const json::Value* metric_of(const json::Value& decision, const std::string& nam
 
 TEST_CASE("gates and promotion: FAIL with its numbers, PASS, stored rows, 409 refusals, audit") {
   std::string dir = temp_dir("gates");
-  std::filesystem::create_directories(dir + "/suites");
-  std::filesystem::create_directories(dir + "/gates");
-  SuiteSpec spec;
-  spec.dataset_path = dir + "/toy.jsonl";
-  spec.sha256 = write_dataset(spec.dataset_path, 40);
-  spec.on_checkpoint = "[toy-*]";
-  write_file(dir + "/suites/toy.yaml", suite_yaml(spec));
+  SuiteSpec spec = write_toy_suite(dir);
   SuiteSpec other = spec;  // the same metrics on a different dataset
   other.name = "toy-other-v1";
   other.dataset_path = dir + "/other.jsonl";
