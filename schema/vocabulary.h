@@ -22,6 +22,11 @@
     "Every rank of one node did not report a step before its deadline: one alert naming the node and its ranks.")     \
   X(kStepAnomaly, "step_anomaly",                                                                                     \
     "A rank reported a step far past its run's current step: a restarted or corrupted step counter.")                 \
+  X(kTelemetryGap, "telemetry_gap",                                                                                   \
+    "Batches of a run's telemetry were lost between an SDK emitter and the collector (a gap in a producer's "         \
+    "sequence).")                                                                                                     \
+  X(kTelemetryShed, "telemetry_shed",                                                                                 \
+    "The collector shed rows of a run to keep up (counts by priority); the steps concerned are not judged.")          \
   X(kNanLoss, "nan_loss", "The loss or gradient norm is not finite (NaN or infinity), or the run counted NaNs/Infs.") \
   X(kLossSpike, "loss_spike", "The loss jumped far above its rolling median.")                                        \
   X(kGradSpike, "grad_spike", "The gradient norm jumped far above its rolling median.")                               \
