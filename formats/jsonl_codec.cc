@@ -359,6 +359,7 @@ void encode_alert(const Alert& a, std::string* out) {
   json::Writer w(out);
   w.begin_object();
   w.key("alert_id").str(a.alert_id);
+  w.key("revision").integer(a.revision);
   w.key("kind").str(a.kind);
   w.key("severity").str(severity_name(a.severity));
   w.key("time_ns").integer(a.time_ns);
@@ -409,6 +410,8 @@ bool decode_alert(std::string_view line, Alert* a, std::string* error) {
     bool ok = true;
     if (k == "alert_id")
       ok = decode_STR(f, &a->alert_id, &why);
+    else if (k == "revision")
+      ok = decode_I32(f, &a->revision, &why);
     else if (k == "kind")
       ok = decode_STR(f, &a->kind, &why);
     else if (k == "severity") {

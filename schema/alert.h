@@ -78,6 +78,10 @@ struct Evidence {
 
 struct Alert {
   std::string alert_id;  // deterministic, see make_alert_id
+  // 0 when first published; each later publication of the same alert_id
+  // (refined context, an escalation, a changed diagnosis) carries the
+  // previous revision + 1. Consumers keep the highest revision of an alert_id.
+  int32_t revision = 0;
   std::string kind;
   Severity severity = Severity::kWarning;
   int64_t time_ns = 0;
