@@ -46,15 +46,18 @@ struct NodeState {
   }
 };
 
+// An alert published with its as-of context, waiting while a later sample
+// could still be nearer.
 struct Held {
   int64_t deadline;
   uint64_t seq;
-  std::shared_ptr<const Alert> alert;
+  std::shared_ptr<const Alert> alert;      // as it came in
+  std::shared_ptr<const Alert> published;  // as published (its as-of context)
   Symbol node;
   std::optional<int32_t> gpu;
   template <class Io>
   void fields(Io& io) {
-    io(deadline, seq, alert, node, gpu);
+    io(deadline, seq, alert, published, node, gpu);
   }
 };
 struct HeldAfter {
@@ -78,7 +81,8 @@ bool enriches(const AsofJoinOptions& o, const Alert& a) {
 
 class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
  public:
-  static constexpr runtime::state::StateType kState{"asof_join", 2};
+  // Version 3: a held alert was published already, and keeps what was published.
+  static constexpr runtime::state::StateType kState{"asof_join", 3};
   AsofJoin(const AsofJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
   // The held alerts are state: a restored instance releases them at their deadlines.
   template <class Io>
@@ -87,7 +91,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     if constexpr (runtime::state::kReading<Io>) {
       if (!std::is_heap(held_.begin(), held_.end(), HeldAfter())) io.fail("the held alerts are not a heap");
       for (const Held& h : held_) {
-        if (!h.alert) io.fail("a held alert is null");
+        if (!h.alert || !h.published) io.fail("a held alert is null");
       }
     }
   }
@@ -105,7 +109,12 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
         runs_[r.run_start().run_id] = RunInfo::from(r.run_start());
         break;
       case Kind::kRunEnd:
+        release_run(r.as<RunEnd>().run_id, r.time_ns, out);
         runs_.erase(r.as<RunEnd>().run_id);
+        break;
+      case Kind::kEvent:
+        // A job that stops closes its windows: its held alerts are refined now.
+        if (stops_run(r.as<Occurrence>())) release_run(r.as<Occurrence>().run_id, r.time_ns, out);
         break;
       case Kind::kAlert:
         on_alert(r, out);
@@ -179,7 +188,10 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
       out.emit(r);
       return;
     }
-    // Hold the alert while a later sample could still be nearer than the as-of one.
+    // Alert now: published at once with the context delivered so far (the
+    // as-of samples); refine later: held while a later sample could still be
+    // nearer than the as-of one.
+    Record now = enrich(r, alert, node, gpu);
     int64_t t = a.time_ns;
     int64_t age = -1;
     if (gpu) {
@@ -187,11 +199,10 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     }
     if (const NodePoint* n = as_of(node_ring(node), t)) age = std::max(age, t - n->time);
     int64_t wait = age < 0 ? o_.lookahead_ns : std::min(o_.lookahead_ns, age);
-    if (wait <= 0) {
-      out.emit(enrich(r, alert, node, gpu));
-      return;
-    }
-    held_.push_back(Held{r.time_ns + wait, seq_++, alert, node, gpu});
+    auto published = std::get<std::shared_ptr<const Alert>>(now.body);
+    out.emit(std::move(now));
+    if (wait <= 0) return;
+    held_.push_back(Held{r.time_ns + wait, seq_++, alert, std::move(published), node, gpu});
     std::push_heap(held_.begin(), held_.end(), HeldAfter());
   }
 
@@ -200,12 +211,43 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
       std::pop_heap(held_.begin(), held_.end(), HeldAfter());
       Held h = std::move(held_.back());
       held_.pop_back();
-      Record r;
-      r.time_ns = h.deadline;
-      r.tenant = h.alert->tenant;
-      r.body = h.alert;
-      out.emit(enrich(r, h.alert, h.node, h.gpu));
+      refine(h, h.deadline, out);
     }
+  }
+
+  // The run stopped (run_end, a failure): its held alerts are refined now, in
+  // the order of their deadlines, with the samples delivered by `at`.
+  void release_run(Symbol run, int64_t at, Emitter& out) {
+    std::vector<Held> due;
+    for (size_t i = 0; i < held_.size();) {
+      if (held_[i].alert->run_id == run) {
+        due.push_back(std::move(held_[i]));
+        held_[i] = std::move(held_.back());
+        held_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    if (due.empty()) return;
+    std::make_heap(held_.begin(), held_.end(), HeldAfter());
+    std::sort(due.begin(), due.end(), [](const Held& a, const Held& b) { return HeldAfter()(b, a); });
+    for (Held& h : due) refine(h, at, out);
+  }
+
+  // Publishes the alert again (same alert_id, revision + 1, its own time_ns)
+  // when the nearest samples now change its attrs.
+  void refine(const Held& h, int64_t at, Emitter& out) {
+    Record r;
+    r.time_ns = at;
+    r.tenant = h.alert->tenant;
+    r.body = h.alert;
+    Record refined = enrich(r, h.alert, h.node, h.gpu);
+    const Alert& a = refined.alert();
+    if (a.attrs == h.published->attrs) return;
+    auto next = std::make_shared<Alert>(a);
+    next->revision = h.published->revision + 1;
+    refined.body = std::shared_ptr<const Alert>(std::move(next));
+    out.emit(std::move(refined));
   }
 
   const std::deque<GpuPoint>* gpu_ring(Symbol node, int32_t gpu) const {
@@ -372,10 +414,10 @@ void RegisterAsofJoin(Registry& registry) {
   info.role = Role::kOperator;
   info.doc =
       "Attaches to each per-rank alert the sample of its GPU and node (from its locators or the run_start rank map) "
-      "nearest in event time: the latest at or before the alert within `tolerance`, or a later one within "
-      "`lookahead` when nearer, as attrs (gpu_temp_c, gpu_sm_clock_mhz, gpu_util_pct, gpu_throttle_reasons, "
-      "gpu_peer_sm_clock_mhz, node_cpu_pct, node_tcp_retransmits_per_s, ...; docs/alerts.md). Other rows pass "
-      "through unchanged.";
+      "nearest in event time, as attrs (gpu_temp_c, gpu_sm_clock_mhz, gpu_util_pct, gpu_throttle_reasons, "
+      "gpu_peer_sm_clock_mhz, node_cpu_pct, node_tcp_retransmits_per_s, ...; docs/alerts.md): published at once "
+      "with the latest at or before the alert within `tolerance`, and again (same alert_id, revision + 1) when a "
+      "later one within `lookahead` is nearer and changes the attrs. Other rows pass through unchanged.";
   const AsofJoinOptions defaults;  // each default is written once, in AsofJoinOptions
   info.params = {
       {.name = "tolerance",
@@ -386,7 +428,7 @@ void RegisterAsofJoin(Registry& registry) {
       {.name = "lookahead",
        .type = ParamType::kDuration,
        .default_value = runtime::duration_text(defaults.lookahead_ns),
-       .doc = "How long after the alert (event time) a nearer sample may still be waited for; 0: as-of only, no delay.",
+       .doc = "How long after the alert (event time) a nearer sample may still refine it (a revision); 0: as-of only.",
        .min = 0},
       {.name = "history",
        .type = ParamType::kDuration,
@@ -398,8 +440,8 @@ void RegisterAsofJoin(Registry& registry) {
        .default_value = runtime::list_text(defaults.kinds),
        .doc = "Alert kinds to enrich; empty: every kind but diagnosis."},
   };
-  info.accepts =
-      mask(Kind::kRunStart) | mask(Kind::kRunEnd) | mask(Kind::kGpu) | mask(Kind::kNode) | mask(Kind::kAlert);
+  info.accepts = mask(Kind::kRunStart) | mask(Kind::kRunEnd) | mask(Kind::kGpu) | mask(Kind::kNode) |
+                 mask(Kind::kAlert) | mask(Kind::kEvent);
   info.emits = mask(Kind::kAlert);
   registry.add_operator(std::move(info), [](const BuildContext& ctx) {
     AsofJoinOptions o;

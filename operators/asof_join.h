@@ -7,20 +7,23 @@
 // network throughput and TCP retransmit and RDMA error rates.
 //
 // The alert's node and GPU are its own locators, or those of its rank in the
-// run_start rank map. The sample used is the latest at or before the alert's
+// run_start rank map. Alert now, refine later (docs/alerts.md, "Revisions"):
+// the alert is published at once with the latest sample at or before its
 // event time, no older than `tolerance`: that is all canonical order has
 // delivered when the alert arrives, so it is deterministic. With `lookahead`,
-// a later sample may be used when it is nearer: the alert is held until event
-// time passes the alert plus min(`lookahead`, age of the as-of sample), the
-// only later samples that could be nearer. Held alerts are released in
-// event-time order, interleaved with rows, and keep their own time_ns.
-// Existing attrs are never overwritten; alerts of other kinds (see `kinds`)
-// and alerts whose place is unknown pass through unchanged.
+// a later sample may be nearer: when event time passes the alert plus
+// min(`lookahead`, age of the as-of sample), the only later samples that
+// could be nearer, the alert is looked at again, and published again (same
+// alert_id, revision + 1, its own time_ns) when a nearer sample changes its
+// attrs. Those second looks happen in event-time order, interleaved with
+// rows; a run_end or a failure event of the alert's run (stops_run) takes
+// them at once. Existing attrs are never overwritten; alerts of other kinds
+// (see `kinds`) and alerts whose place is unknown pass through unchanged.
 //
 // gpu and node samples carry no run_id, so the operator is partitioned by
 // node: samples go to the partition of their node, alerts to the partition of
 // theirs (an alert that names only a rank goes to every partition, and the one
-// that owns the rank's node emits it), run_start and run_end to every
+// that owns the rank's node emits it), run_start, run_end and events to every
 // partition. Memory is bounded: per GPU and per node a ring of the samples of
 // the last `history` of event time (at most 64).
 #pragma once

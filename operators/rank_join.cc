@@ -123,6 +123,9 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
       case Kind::kRunEnd:
         on_run_end(r, out);
         break;
+      case Kind::kEvent:
+        if (stops_run(r.as<Occurrence>())) on_failure(r, out);
+        break;
       default:
         break;
     }
@@ -143,6 +146,20 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     // Emit what was joined, without raising rank_missing: the run is over.
     for (auto& [step, p] : it->second.pending) emit(it->first, it->second, step, p, r.time_ns, true, false, out);
     runs_.erase(it);
+  }
+
+  // A failure stops the job: its pending steps are emitted now with what
+  // arrived, raising no rank_missing (the failure is the alert); a report of
+  // one of them that comes later is late.
+  void on_failure(const Record& r, Emitter& out) {
+    auto it = runs_.find(r.as<Occurrence>().run_id);
+    if (it == runs_.end()) return;
+    RunState& st = it->second;
+    for (auto& [step, p] : st.pending) {
+      emit(it->first, st, step, p, r.time_ns, true, false, out);
+      remember_closed(st, step);
+    }
+    st.pending.clear();
   }
 
   void on_step(const Record& r, Emitter& out) {

@@ -15,6 +15,11 @@
 // `timeout` of event time (and at most `max_pending_steps` per run), and a
 // restart or run_end drops what can no longer complete.
 //
+// A job that stops closes its windows: a run_end, or a failure event of the
+// run (stops_run: oom, xid, exception, nccl_timeout, abort), emits the run's
+// pending steps at once with the ranks that arrived, raising no rank_missing,
+// node_unreachable or job_stalled for them (the failure is the alert).
+//
 // Timers fire in event-time order interleaved with the rows (a deadline
 // fires before any row at or after it), so what is "missing" does not depend
 // on how the input was batched.

@@ -191,12 +191,15 @@ struct Incident {
   bool pending = false;
   bool emitted = false;
   std::string alert_id, cause, owner, symptom;
-  int revision = 0;
+  int revision = 0;  // of the last diagnosis published (when emitted)
+  // The last diagnosis published: a re-evaluation is published again only
+  // when something a consumer sees differs from it.
+  std::shared_ptr<const Alert> published;
 
   template <class Io>
   void fields(Io& io) {
     io(id, symptoms, onset, last_step, eval_step, deadline, generation, pending, emitted, alert_id, cause, owner,
-       symptom, revision);
+       symptom, revision, published);
   }
 
   // The symptom that picks the tree: highest rank, then earliest.
@@ -428,7 +431,8 @@ std::string event_detail(const Occurrence& e) {
 class RootCause final : public PerRunOperator<RootCause, RunState> {
  public:
   // Version 3: the kind ids and tree indices it holds moved (issue 12's alert kinds and rule files).
-  static constexpr runtime::state::StateType kState{"root_cause", 3};
+  // Version 4: an incident keeps the diagnosis it published (diagnose now, refine later).
+  static constexpr runtime::state::StateType kState{"root_cause", 4};
   explicit RootCause(const RootCauseOptions& o) : o_(o), rules_(*o.rules) {}
   template <class Io>
   void state_fields(Io& io) {
@@ -480,18 +484,16 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
         on_stats(r, out);
         break;
       case Kind::kAlert:
-        on_alert(r);
+        on_alert(r, out);
         break;
       case Kind::kEvent:
         on_event(r, out);
+        // A job that stops closes its windows: what is pending is judged now.
+        if (stops_run(r.as<Occurrence>())) close_windows(r.as<Occurrence>().run_id, r.time_ns, out);
         break;
       case Kind::kRunEnd: {
-        auto it = runs_.find(r.as<RunEnd>().run_id);
-        if (it == runs_.end()) break;
-        for (auto& inc : it->second.incidents) {
-          if (inc.pending) evaluate(it->first, it->second, inc, r.time_ns, out);
-        }
-        runs_.erase(it);
+        close_windows(r.as<RunEnd>().run_id, r.time_ns, out);
+        runs_.erase(r.as<RunEnd>().run_id);
         break;
       }
       default:
@@ -544,11 +546,39 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     prune(st);
   }
 
-  void on_alert(const Record& r) {
+  void close_windows(Symbol run, int64_t at, Emitter& out) {
+    auto it = runs_.find(run);
+    if (it == runs_.end()) return;
+    for (auto& inc : it->second.incidents) {
+      if (inc.pending) evaluate(it->first, it->second, inc, at, out);
+    }
+  }
+
+  // A later revision of a symptom already held (asof_join's refined context):
+  // it replaces the earlier one, and is no new occurrence. True when it was one.
+  bool revise_symptom(Symbol run_id, RunState& st, const std::shared_ptr<const Alert>& alert, int64_t at,
+                      Emitter& out) {
+    if (alert->revision <= 0) return false;
+    for (auto& inc : st.incidents) {
+      for (auto& s : inc.symptoms) {
+        if (s.alert->alert_id != alert->alert_id) continue;
+        if (s.alert->revision >= alert->revision) return true;
+        s.alert = alert;
+        // A diagnosed incident is judged again now; a pending one when its window closes.
+        if (!inc.pending && inc.emitted) evaluate(run_id, st, inc, at, out, false);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void on_alert(const Record& r, Emitter& out) {
     auto alert = std::get<std::shared_ptr<const Alert>>(r.body);
     const Alert& a = *alert;
     if (a.run_id.empty() || a.kind == alert_kind::kDiagnosis) return;
     RunState& st = runs_[a.run_id];
+    if (revise_symptom(a.run_id, st, alert, r.time_ns, out)) return;
+    if (a.revision > 0) return;  // seen already, as its revision 0
     int64_t step = a.step ? *a.step : st.last_step;
     Seen seen;
     seen.kind = vocab().kind(a.kind).value_or(-1);
@@ -578,6 +608,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
         break;
       }
     }
+    bool opened = !inc;
     if (!inc) {
       if (st.incidents.size() >= kMaxIncidents) st.incidents.pop_front();
       st.incidents.emplace_back();
@@ -594,6 +625,9 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     inc->pending = true;
     ++inc->generation;
     timers_.schedule(inc->deadline, a.run_id, {inc->id, inc->generation});
+    // Diagnose now: the symptom's own evidence is complete, so the first
+    // diagnosis goes out with what has been delivered; the window refines it.
+    if (opened) evaluate(a.run_id, st, *inc, r.time_ns, out, false);
   }
 
   // A run-wide symptom joins any incident; a local one joins an incident with a
@@ -666,8 +700,12 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     });
   }
 
-  void evaluate(Symbol run_id, RunState& st, Incident& inc, int64_t at, Emitter& out) {
-    inc.pending = false;
+  // Judges the incident over what has been delivered and publishes the
+  // diagnosis when it is the first or differs from the last published in
+  // anything a consumer sees. `closes` ends the incident's window (its
+  // after_steps, max_wait, the run's end); without it the incident stays pending.
+  void evaluate(Symbol run_id, RunState& st, Incident& inc, int64_t at, Emitter& out, bool closes = true) {
+    if (closes) inc.pending = false;
     const Symptom& primary = inc.primary();
     const rules::RuleTree& tree = rules_.trees[static_cast<size_t>(primary.tree)];
     int64_t before = tree.before_steps.value_or(o_.before_steps);
@@ -679,7 +717,6 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     rules::Decision d = tree.decide(w);
     const rules::Leaf& leaf = *d.leaf;
     const Alert& p = *primary.alert;
-    if (inc.emitted && leaf.cause == inc.cause && leaf.owner == inc.owner) return;
 
     Alert a;
     a.kind = alert_kind::kDiagnosis;
@@ -752,12 +789,22 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
 
     if (!inc.emitted) inc.alert_id = make_alert_id(a, inc.onset);
     a.alert_id = inc.alert_id;
+    if (inc.emitted && inc.published) {
+      // Unchanged for a consumer: the time of judging is no news.
+      Alert same = a;
+      same.time_ns = inc.published->time_ns;
+      same.revision = inc.published->revision;
+      if (same == *inc.published) return;
+    }
+    a.revision = inc.emitted ? inc.revision + 1 : 0;
     inc.emitted = true;
+    inc.revision = a.revision;
     inc.cause = leaf.cause;
     inc.owner = leaf.owner;
     inc.symptom = p.kind;
-    a.attrs.push_back({"revision", static_cast<double>(++inc.revision)});
-    out.emit(alert_record(std::move(a)));
+    auto published = std::make_shared<const Alert>(std::move(a));
+    inc.published = published;
+    out.emit(alert_record(*published));
   }
 
   RootCauseOptions o_;
@@ -809,10 +856,11 @@ void RegisterRootCause(Registry& registry) {
   info.type = "root_cause";
   info.role = Role::kOperator;
   info.doc =
-      "Groups symptom alerts into incidents (same run, same node or rank or run-wide, within `merge_steps`), holds "
-      "each for `after_steps` steps, evaluates the decision tree of its symptom (configs/rules/*.yaml, "
-      "docs/rules.md) over step_stats, context attrs, alerts and events around it, and emits one `diagnosis` per "
-      "incident (again, with the same alert_id, when later evidence changes the cause).";
+      "Groups symptom alerts into incidents (same run, same node or rank or run-wide, within `merge_steps`), "
+      "evaluates the decision tree of the incident's symptom (configs/rules/*.yaml, docs/rules.md) over step_stats, "
+      "context attrs, alerts and events around it, and emits one `diagnosis` per incident: at once with its first "
+      "symptom (revision 0), and again (same alert_id, revision + 1) when the evaluation after `after_steps` steps "
+      "(or `max_wait`, or the run's end or failure) or later evidence changes what a consumer sees.";
   const RootCauseOptions defaults;  // each default is written once, in RootCauseOptions
   info.params = {
       {.name = "rules",
@@ -829,7 +877,7 @@ void RegisterRootCause(Registry& registry) {
       {.name = "after_steps",
        .type = ParamType::kInt,
        .default_value = runtime::int_text(defaults.after_steps),
-       .doc = "Steps after a symptom to wait for before judging it.",
+       .doc = "Steps after a symptom to wait for before judging it again (its window).",
        .min = 0,
        .max = 4096},
       {.name = "merge_steps",
@@ -841,7 +889,7 @@ void RegisterRootCause(Registry& registry) {
       {.name = "max_wait",
        .type = ParamType::kDuration,
        .default_value = runtime::duration_text(defaults.max_wait_ns),
-       .doc = "Event time after a symptom at which it is judged even if its steps have not come (a hung run).",
+       .doc = "Event time after a symptom at which it is judged again even if its steps have not come (a hung run).",
        .min = 0.001},
       {.name = "history_steps",
        .type = ParamType::kInt,

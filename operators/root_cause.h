@@ -2,7 +2,7 @@
 // 53, 59): for each incident, the decision tree of its symptom
 // (configs/rules/*.yaml, rule_tree.h) is evaluated over the signals around
 // it, and the leaf it reaches becomes an alert of kind `diagnosis` with the
-// symptom, cause, owner, evidence and recommendation (alert contract v1).
+// symptom, cause, owner, evidence and recommendation (alert contract v2).
 //
 // Incidents. A symptom is an alert whose kind a tree lists. It joins an open
 // incident of its run when it comes within `merge_steps` steps of the
@@ -15,18 +15,22 @@
 // one of highest rank (RuleSet::symptom_rank), its onset the earliest onset
 // of its symptoms (attrs.onset_step, else the step).
 //
-// Timing. A new symptom is held until the run's step_stats reach `after_steps`
-// steps past it, or until `max_wait` of event time has passed (a hung run),
-// or until its run ends, so that the tree sees the steps after the onset and
-// the alerts that follow. Timers fire interleaved with rows in event-time
-// order. Diagnoses are emitted at the time of the step or deadline that
-// completed the window.
+// Timing: diagnose now, refine later. The symptom that opens an incident is
+// its own evidence: the incident is diagnosed at once (revision 0) over what
+// has been delivered. It is judged again when the run's step_stats reach
+// `after_steps` steps past the symptom, or when `max_wait` of event time has
+// passed (a hung run), or when its run ends or fails (run_end, stops_run),
+// so that the tree sees the steps after the onset and the alerts that
+// follow. Timers fire interleaved with rows in event-time order.
 //
-// Updates. A symptom that joins an incident already diagnosed re-evaluates it
-// after its own hold; when the cause or owner changes, the diagnosis is
-// emitted again (naming the incident's symptom of highest rank by then) with
-// the same alert_id and attrs.revision + 1. Consumers
-// keep the last diagnosis of an alert_id (the store replaces by alert_id).
+// Updates. A symptom that joins an incident re-evaluates it after its own
+// hold; a revised symptom (asof_join's refined context: same alert_id, a
+// higher revision) replaces the one held, and re-evaluates a diagnosed
+// incident at once. A judgement is published (naming the incident's symptom
+// of highest rank by then, at the time of the row or deadline that made it)
+// only when anything a consumer sees differs from the last one published
+// (cause, owner, symptom, evidence, summary, attrs), with the same alert_id
+// and revision + 1. Consumers keep the highest revision of an alert_id.
 //
 // Signals (docs/rules.md): step signals come from step_stats (a ring of the
 // last `history_steps` steps per run); GPU and node signals from the context

@@ -36,6 +36,21 @@ inline Symbol restart_kind() {
   return kRestart;
 }
 
+// A failure event that stops a run (the P0 event kinds of the SDK's
+// PriorityOfEventKind but restart: oom, xid, exception, nccl_timeout, abort).
+// Like a run_end, it closes the run's pending windows at its time (docs/alerts.md,
+// "A job that stops closes its windows").
+inline bool stops_run(const Occurrence& e) {
+  static const Symbol kStops[] = {Symbol::intern(event_kind::kOom), Symbol::intern(event_kind::kXid),
+                                  Symbol::intern(event_kind::kException), Symbol::intern(event_kind::kNcclTimeout),
+                                  Symbol::intern(event_kind::kAbort)};
+  if (e.run_id.empty()) return false;
+  for (Symbol k : kStops) {
+    if (e.kind == k) return true;
+  }
+  return false;
+}
+
 template <class Run>
 using RunStates = runtime::state::KeyedState<Symbol, Run>;
 

@@ -136,6 +136,15 @@ class StepStatsOp final : public PerRunOperator<StepStatsOp, RunState> {
         runs_.erase(it);
         break;
       }
+      case Kind::kEvent: {
+        // A failure stops the job: the steps waiting for their train event go out now.
+        if (!stops_run(r.as<Occurrence>())) break;
+        auto it = runs_.find(r.as<Occurrence>().run_id);
+        if (it == runs_.end()) break;
+        for (auto& [step, p] : it->second.waiting) emit(std::move(p.stats), r.time_ns, r.tenant, out);
+        it->second.waiting.clear();
+        break;
+      }
       default:
         break;
     }

@@ -564,7 +564,12 @@ class RunGraphBuilder::Impl {
       RunState& st = state(run, r);
       touch(st, r.time_ns);
       std::optional<int64_t> step = a.step ? a.step : st.latest_step;
-      sa.incident_id = incident_for(st, a, step, r.time_ns);
+      // A revision (the same alert_id published again) is no new alert: it
+      // joins no incident again (the store keeps the one its alert joined).
+      bool revised = a.revision > 0;
+      sa.incident_id = !revised      ? incident_for(st, a, step, r.time_ns)
+                       : st.incident ? st.incident->incident_id
+                                     : "inc-" + a.alert_id;
       bool diagnosis = a.kind == alert_kind::kDiagnosis;
       std::string s = diagnosis && a.summary.empty()
                           ? "diagnosis: " + a.cause + (a.owner.empty() ? "" : " (owner: " + a.owner + ")")
@@ -579,10 +584,11 @@ class RunGraphBuilder::Impl {
       if (a.value) w.key("value").num(*a.value);
       if (a.threshold) w.key("threshold").num(*a.threshold);
       w.key("incident_id").str(sa.incident_id);
+      if (revised) w.key("revision").integer(a.revision);
       w.end_object();
       add_entry(st, r.time_ns, step, diagnosis ? timeline_kind::kDiagnosis : timeline_kind::kAlert,
                 std::string(severity_name(a.severity)), s, a.alert_id, detail);
-      if (!diagnosis) open_failure_window(run, st, step, r.time_ns, a.node);
+      if (!diagnosis && !revised) open_failure_window(run, st, step, r.time_ns, a.node);
     }
     if (runs.empty() && !a.node.empty()) open_gpu_window({a.node}, r.time_ns);
     graph_.alerts.push_back(std::move(sa));

@@ -10,9 +10,11 @@ Per failure class:
   diagnosis recall     runs with a diagnosis of the expected cause and owner, at
                        the fault's place (rank or node), onset within tolerance
   diagnosis precision  such correct diagnoses / all diagnoses in the class's runs
-                       (a repeated alert_id is one diagnosis: the last one wins)
+                       (a repeated alert_id is one diagnosis: its highest
+                       revision wins)
   diagnosis delay      steps from the fault's first step to the step the run had
-                       reached when the (final) diagnosis was emitted
+                       reached when the diagnosis was first published with its
+                       final cause and owner (the earliest such revision)
   symptom recall       runs with an alert of the class's symptom kind at the
                        fault's place, raised within 10 steps of the fault
   symptom precision    alerts of the kinds the fault explains / all alerts
@@ -166,14 +168,26 @@ def place_ok(place, a, rank):
 
 
 def final_diagnoses(alerts):
-    last, order = {}, []
+    """The highest revision of each alert_id, in the order of first publication,
+    each with "first_time_ns": since when its revisions have had the final cause and owner."""
+    revisions, order = {}, []
     for a in alerts:
         if a["kind"] != "diagnosis":
             continue
-        if a["alert_id"] not in last:
+        if a["alert_id"] not in revisions:
             order.append(a["alert_id"])
-        last[a["alert_id"]] = a
-    return [last[i] for i in order]
+            revisions[a["alert_id"]] = []
+        revisions[a["alert_id"]].append(a)
+    out = []
+    for i in order:
+        seq = sorted(revisions[i], key=lambda a: a.get("revision", 0))
+        final, first = seq[-1], seq[-1]["time_ns"]
+        for a in reversed(seq):  # the revisions since which the cause and owner have been the final ones
+            if (a["cause"], a["owner"]) != (final["cause"], final["owner"]):
+                break
+            first = a["time_ns"]
+        out.append(dict(final, first_time_ns=first))
+    return out
 
 
 def judge(cls, run):
@@ -184,7 +198,7 @@ def judge(cls, run):
     symptoms = [a for a in run["alerts"] if a["kind"] != "diagnosis"]
     r = {"diagnoses": len(diagnoses), "correct": 0, "diag_delay": None, "wrong": [],
          "symptom_found": False, "symptom_delay": None, "alerts": len(symptoms),
-         "revised": sum(1 for d in diagnoses if d.get("attrs", {}).get("revision", 1) > 1),
+         "revised": sum(1 for d in diagnoses if d.get("revision", 0) > 0),
          "related": sum(1 for a in symptoms if a["kind"] in related)}
     for d in diagnoses:
         onset = d.get("attrs", {}).get("onset_step", -1)
@@ -194,7 +208,7 @@ def judge(cls, run):
             r["correct"] += 1
             # The run had completed this step when the diagnosis came (a run that
             # stops at its fault, as an OOM does, counts from the fault itself).
-            delay = max(0, step_at(run["completions"], d["time_ns"]) - fault)
+            delay = max(0, step_at(run["completions"], d["first_time_ns"]) - fault)
             r["diag_delay"] = delay if r["diag_delay"] is None else min(r["diag_delay"], delay)
         else:
             why = []
@@ -302,15 +316,17 @@ def main():
         " diagnoses of the class's runs (the last of each alert_id)."
         " **Recall**: runs with such a diagnosis.",
         "* **Delay**: median (min..max) steps from the fault's first step to the step the run had completed"
-        " when the diagnosis was emitted (it waits `after_steps` = 5 steps for the evidence that follows the"
-        " symptom), and to the step of the symptom alert.",
+        " when the diagnosis was first published with its final cause and owner (revision 0 goes out with the"
+        " symptom; the evaluation after the window, `after_steps` = 5 steps later, publishes a revision only when"
+        " what a consumer sees changed), and to the step of the symptom alert.",
         "* **Symptom precision**: alerts of the kinds the fault explains (e.g. a straggler and the throughput"
         " drop it causes) over all alerts of the class's runs. **Symptom recall**: runs with the class's symptom"
         " alert at the fault's place within %d steps of it (or the onset tolerance above, if longer;"
         " slow_checkpoint: %d, the second slow checkpoint)." % (SYMPTOM_WINDOW, SLOW_SYMPTOMS["slow_checkpoint"]),
-        "* **Revised**: diagnoses emitted again with the same alert_id because a later symptom changed the cause"
-        " (e.g. a straggler first unexplained, then its GPU's thermal_throttle alert, two samples later); the"
-        " delay is that of the final revision.",
+        "* **Revised**: diagnoses published again (revision > 0, same alert_id) because later evidence changed"
+        " what a consumer sees: the cause (e.g. a straggler first unexplained, then its GPU's thermal_throttle"
+        " alert, two samples later), the evidence or the symptom; the delay is that of the first revision with"
+        " the final cause.",
         "",
         "| failure class | runs | expected cause / owner | diagnosis precision | diagnosis recall |"
         " diagnosis delay (steps) | revised | symptom | symptom precision | symptom recall | symptom delay (steps) |",

@@ -9,6 +9,8 @@ namespace {
 
 std::string human(const Alert& a) {
   std::string s = "[" + std::string(severity_name(a.severity)) + "] " + a.kind;
+  // A later publication of the same alert (refined context, a changed diagnosis).
+  if (a.revision > 0) s += " (revision " + std::to_string(a.revision) + ")";
   if (!a.run_id.empty()) s += " run=" + a.run_id.string();
   if (a.step) s += " step=" + std::to_string(*a.step);
   if (a.rank) s += " rank=" + std::to_string(*a.rank);

@@ -459,6 +459,16 @@ constexpr const char* kV5 = R"sql(
 ALTER TABLE evaluation_items ADD COLUMN clusters_json TEXT;
 )sql";
 
+// Version 6: an alert's revision (alert contract v2: every re-publication of
+// an alert_id carries the previous revision + 1; the store keeps the highest).
+// Rows of a v5 store are revision 0, but diagnoses, whose v1 contract counted
+// revisions from 1 in attrs.revision: theirs moves to the column, less one.
+constexpr const char* kV6 = R"sql(
+ALTER TABLE alerts ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+UPDATE alerts SET revision = max(0, CAST(json_extract(json, '$.attrs.revision') AS INTEGER) - 1)
+  WHERE kind = 'diagnosis' AND json_valid(json) AND json_type(json, '$.attrs.revision') IN ('integer', 'real');
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& sqlite_migrations() {
@@ -471,6 +481,7 @@ const std::vector<Migration>& sqlite_migrations() {
        kV3},
       {4, "gate decisions (quality_gates.decision_json), the promotion audit (model_version_transitions)", kV4},
       {5, "item cluster ids (evaluation_items.clusters_json)", kV5},
+      {6, "alert revisions (alerts.revision)", kV6},
   };
   return migrations;
 }

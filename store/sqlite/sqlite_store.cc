@@ -536,9 +536,17 @@ class SqliteRunGraph final : public RunGraph {
     }
     for (const auto& s : b.alerts) {
       const Alert& a = s.alert;
+      // The highest revision of an alert_id wins (a lower one, late, never
+      // replaces it); a revision keeps the incident its alert joined first.
       Query(db,
-            "INSERT OR REPLACE INTO alerts (alert_id, run_id, kind, severity, time_ns, step, rank, node, gpu, cause, "
-            "json, incident_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            "INSERT INTO alerts (alert_id, run_id, kind, severity, time_ns, step, rank, node, gpu, cause, "
+            "json, incident_id, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (alert_id) DO UPDATE SET run_id = excluded.run_id, kind = excluded.kind, "
+            "severity = excluded.severity, time_ns = excluded.time_ns, step = excluded.step, rank = excluded.rank, "
+            "node = excluded.node, gpu = excluded.gpu, cause = excluded.cause, json = excluded.json, "
+            "incident_id = CASE WHEN excluded.revision > alerts.revision THEN coalesce(alerts.incident_id, "
+            "excluded.incident_id) ELSE excluded.incident_id END, revision = excluded.revision "
+            "WHERE excluded.revision >= alerts.revision")
           .arg(a.alert_id)
           .opt_text(a.run_id.str())
           .arg(a.kind)
@@ -551,6 +559,7 @@ class SqliteRunGraph final : public RunGraph {
           .opt_text(a.cause)
           .arg(s.json)
           .opt_text(s.incident_id)
+          .arg(static_cast<int64_t>(a.revision))
           .run();
     }
     for (const auto& i : b.incidents) {

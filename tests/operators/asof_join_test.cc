@@ -4,6 +4,9 @@
 // cadence or the partitioning.
 #include "operators/asof_join.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "tests/operators/operator_run.h"
 #include "tests/operators/split_run.h"
 #include "tests/operators/telemetry_rows.h"
@@ -62,28 +65,33 @@ std::vector<Record> run_def(const ops::OperatorDef& def, std::vector<Record> row
 
 }  // namespace
 
-TEST_CASE("asof_join: the sample attached is the nearest allowed one") {
+TEST_CASE("asof_join: alert now with the as-of sample, refine later with a nearer one") {
   struct Case {
     const char* name;
     const char* params;
     std::vector<int64_t> sample_times;  // seconds after kT0; GPU 5's temperature is 60 + the second
     int64_t alert_at;                   // seconds after kT0
-    double expect_temp;                 // NaN: nothing attached
-    int64_t expect_emit_at;             // seconds after kT0 (the record's time)
+    double expect_now;                  // revision 0, published at alert_at (NaN: nothing attached)
+    double expect_final;                // the nearest sample
+    int64_t revised_at;                 // seconds after kT0 when revision 1 goes out; 0: no revision
   };
   // clang-format off
   const Case cases[] = {
-      {"latest at or before", "", {10, 20, 40}, 30, 80, 30},
-      {"at the same time", "", {10, 30}, 30, 90, 30},
-      {"older than the tolerance", "tolerance: 5s", {10, 20}, 30, NAN, 30},
-      {"later samples are not waited for without lookahead", "", {20, 31}, 30, 80, 30},
-      {"a nearer later sample within the lookahead", "lookahead: 15s", {20, 31}, 30, 91, 40},
-      {"an earlier sample that is nearer", "lookahead: 15s", {28, 40}, 30, 88, 32},
-      {"a tie goes to the earlier sample", "lookahead: 15s", {25, 35}, 30, 85, 35},
-      {"no sample before: wait the whole lookahead", "lookahead: 15s", {42}, 30, 102, 45},
-      {"later sample beyond the lookahead", "lookahead: 5s", {10, 40}, 30, 70, 35},
+      {"latest at or before", "", {10, 20, 40}, 30, 80, 80, 0},
+      {"at the same time", "", {10, 30}, 30, 90, 90, 0},
+      {"older than the tolerance", "tolerance: 5s", {10, 20}, 30, NAN, NAN, 0},
+      {"later samples are not waited for without lookahead", "", {20, 31}, 30, 80, 80, 0},
+      {"a nearer later sample within the lookahead", "lookahead: 15s", {20, 31}, 30, 80, 91, 40},
+      {"an earlier sample that is nearer", "lookahead: 15s", {28, 40}, 30, 88, 88, 0},
+      {"a tie goes to the earlier sample", "lookahead: 15s", {25, 35}, 30, 85, 85, 0},
+      {"no sample before: the whole lookahead", "lookahead: 15s", {42}, 30, NAN, 102, 45},
+      {"later sample beyond the lookahead", "lookahead: 5s", {10, 40}, 30, 70, 70, 0},
   };
   // clang-format on
+  auto same = [](double got, double want) {
+    if (std::isnan(want)) return std::isnan(got);
+    return got == want;
+  };
   for (const auto& c : cases) {
     CAPTURE(c.name);
     auto def = make_operator("asof_join", c.params);
@@ -94,19 +102,64 @@ TEST_CASE("asof_join: the sample attached is the nearest allowed one") {
       rows.push_back(gpu_row("node-1", 5, kT0 + s * kSec, r));
     }
     rows.push_back(straggler_at(kT0 + c.alert_at * kSec));
-    auto out = alerts_of(run_def(*def, rows));
-    REQUIRE(out.size() == 1);
-    CHECK(out[0].time_ns == kT0 + c.alert_at * kSec);  // the alert keeps its own time
-    double temp = attr(out[0], "gpu_temp_c");
-    if (std::isnan(c.expect_temp))
-      CHECK(std::isnan(temp));
-    else
-      CHECK(temp == c.expect_temp);
-    CHECK(attr(out[0], "work_ms") == 3800);  // its own attrs stay, first
-    // The record is released at the time the choice was final.
+    std::vector<Record> out;
     for (const auto& r : run_def(*def, rows)) {
-      if (r.kind() == Kind::kAlert) CHECK(r.time_ns == kT0 + c.expect_emit_at * kSec);
+      if (r.kind() == Kind::kAlert) out.push_back(r);
     }
+    REQUIRE(out.size() == (c.revised_at ? 2u : 1u));
+    // Published at once, at the alert's own time.
+    CHECK(out[0].time_ns == kT0 + c.alert_at * kSec);
+    CHECK(out[0].alert().revision == 0);
+    CHECK(out[0].alert().time_ns == kT0 + c.alert_at * kSec);
+    CHECK(same(attr(out[0].alert(), "gpu_temp_c"), c.expect_now));
+    CHECK(attr(out[0].alert(), "work_ms") == 3800);  // its own attrs stay, first
+    const Alert& last = out.back().alert();
+    CHECK(same(attr(last, "gpu_temp_c"), c.expect_final));
+    if (c.revised_at) {
+      // Again when event time passed the alert plus min(lookahead, age of the as-of sample).
+      CHECK(out[1].time_ns == kT0 + c.revised_at * kSec);
+      CHECK(last.revision == 1);
+      CHECK(last.alert_id == out[0].alert().alert_id);
+      CHECK(last.time_ns == kT0 + c.alert_at * kSec);  // the alert keeps its own time
+      CHECK(attr(last, "work_ms") == 3800);
+    }
+  }
+}
+
+TEST_CASE("asof_join: a run that ends or fails refines its held alerts at once") {
+  for (const char* stop : {"run_end", "abort", "nccl_timeout", "config_change"}) {
+    CAPTURE(stop);
+    auto def = make_operator("asof_join", "lookahead: 30s");
+    std::vector<Record> rows;
+    for (int64_t s : {20, 31}) {
+      GpuReading g;
+      g.temp_c = 60 + static_cast<double>(s);
+      rows.push_back(gpu_row("node-1", 5, kT0 + s * kSec, g));
+    }
+    rows.push_back(straggler_at(kT0 + 30 * kSec));  // held until 40 s: the as-of sample is 10 s old
+    if (std::string(stop) == "run_end") {
+      RunEnd end;
+      end.run_id = Symbol::intern("r1");
+      end.set_present(RunEnd::F::run_id);
+      Record r;
+      r.time_ns = kT0 + 33 * kSec;
+      r.body = end;
+      rows.push_back(r);
+    } else {
+      EventFields f;
+      f.run("r1").step(42);
+      rows.push_back(event_row(stop, kT0 + 33 * kSec, f));
+    }
+    std::vector<Record> out;
+    for (const auto& r : run_def(*def, rows)) {
+      if (r.kind() == Kind::kAlert) out.push_back(r);
+    }
+    REQUIRE(out.size() == 2);
+    CHECK(attr(out[0].alert(), "gpu_temp_c") == 80);
+    CHECK(attr(out[1].alert(), "gpu_temp_c") == 91);
+    CHECK(out[1].alert().revision == 1);
+    // A config_change stops nothing: the alert waits for its deadline.
+    CHECK(out[1].time_ns == kT0 + (std::string(stop) == "config_change" ? 40 : 33) * kSec);
   }
 }
 
@@ -191,7 +244,9 @@ TEST_CASE("asof_join: the same output whatever the watermark cadence and partiti
     auto def = make_operator("asof_join", params);
     auto fine = run_def(*def, rows, true);
     auto coarse = run_def(*def, rows, false);
-    REQUIRE(alerts_of(fine).size() == 18);
+    auto fine_alerts = alerts_of(fine);
+    CHECK(std::count_if(fine_alerts.begin(), fine_alerts.end(), [](const Alert& a) { return a.revision == 0; }) == 18);
+    // The sequence of revisions, not only the final alerts, is the same.
     CHECK(alerts_of(fine) == alerts_of(coarse));
     for (int parts : {2, 4}) CHECK(alerts_of(run_split(*def, rows, parts)) == alerts_of(fine));
   }

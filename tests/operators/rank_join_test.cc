@@ -142,6 +142,56 @@ TEST_CASE("rank_join: a restart drops steps in flight without calling ranks miss
   CHECK(steps[0]->ranks.size() == 4);
 }
 
+TEST_CASE("rank_join: a run that ends or fails closes its pending steps at once, raising nothing") {
+  for (const char* stop : {"run_end", "oom", "xid", "exception", "nccl_timeout", "abort"}) {
+    CAPTURE(stop);
+    auto def = make_operator("rank_join", "timeout: 30s");
+    std::vector<Record> rows{run_start("r1", 64)};
+    // Steps 1..9 complete; 48 of 64 ranks report step 10, then the job stops.
+    for (int64_t s = 1; s <= 10; ++s) {
+      for (int32_t r = 0; r < (s == 10 ? 48 : 64); ++r) rows.push_back(step("r1", r, s, 900, kT0 + s * kSec + r));
+    }
+    int64_t stop_at = kT0 + 10 * kSec + 500'000'000;
+    if (std::string(stop) == "run_end") {
+      RunEnd end;
+      end.run_id = Symbol::intern("r1");
+      end.set_present(RunEnd::F::run_id);
+      Record r;
+      r.time_ns = stop_at;
+      r.body = end;
+      rows.push_back(r);
+    } else {
+      rows.push_back(event(stop, "r1", stop_at));
+    }
+    // A rank's report of step 10 after the failure is late: the step is closed.
+    if (std::string(stop) != "run_end") rows.push_back(step("r1", 50, 10, 900, stop_at + kSec));
+    OperatorRun run;
+    run_operator(*def, rows, &run);
+    CHECK(run.alerts().empty());  // no rank_missing, no job_stalled: the failure is the alert
+    auto steps = run.steps();
+    REQUIRE(steps.size() == 10);
+    CHECK(steps[9]->step == 10);
+    CHECK(steps[9]->ranks.size() == 48);
+    CHECK(steps[9]->missing.size() == 16);
+    CHECK(steps[9]->timed_out);
+    CHECK(run.out.back().time_ns <= stop_at + kSec);
+    for (const auto& r : run.out) {
+      if (r.kind() == Kind::kStepRecord && r.step_record().step == 10) CHECK(r.time_ns == stop_at);
+    }
+  }
+  {
+    // An event that stops nothing leaves the step to its timeout.
+    auto def = make_operator("rank_join", "timeout: 30s");
+    std::vector<Record> rows{run_start("r1", 4)};
+    for (int32_t r = 0; r < 3; ++r) rows.push_back(step("r1", r, 1, 900, kT0 + kSec + r));
+    rows.push_back(event("config_change", "r1", kT0 + 2 * kSec));
+    OperatorRun run;
+    run_operator(*def, rows, &run);
+    REQUIRE(run.alerts("rank_missing").size() == 1);
+    CHECK(run.alerts("rank_missing")[0].time_ns == kT0 + kSec + 30 * kSec);
+  }
+}
+
 TEST_CASE("rank_join bounds its state: steps beyond max_pending_steps are closed early") {
   auto def = make_operator("rank_join", "max_pending_steps: 8");
   std::vector<Record> rows{run_start("r1", 2)};

@@ -4,6 +4,8 @@
 // watermark cadence and partitioning.
 #include "operators/root_cause.h"
 
+#include <algorithm>
+#include <cmath>
 #include <functional>
 #include <set>
 
@@ -106,11 +108,30 @@ std::vector<Record> window(int64_t steps, const std::function<void(int64_t, Shap
 
 const auto kHealthy = [](int64_t, Shape&) {};
 
-std::vector<Alert> diagnoses(const std::vector<Record>& rows, bool fine = true, const std::string& params = "") {
+// Every diagnosis published, revisions included, in order.
+std::vector<Alert> published(const std::vector<Record>& rows, bool fine = true, const std::string& params = "") {
   auto def = make_operator("root_cause", params);
   OperatorRun run;
   run_operator(*def, rows, &run, fine);
   return run.alerts("diagnosis");
+}
+
+// The final revision of each alert_id, in the order of their first publication
+// (what a consumer keeps). Revisions of one alert_id count 0, 1, 2, ...
+std::vector<Alert> diagnoses(const std::vector<Record>& rows, bool fine = true, const std::string& params = "") {
+  std::vector<Alert> out;
+  for (const Alert& a : published(rows, fine, params)) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const Alert& b) { return b.alert_id == a.alert_id; });
+    if (same == out.end()) {
+      CHECK(a.revision == 0);
+      out.push_back(a);
+    } else {
+      CHECK(a.revision == same->revision + 1);
+      CHECK(a.time_ns >= same->time_ns);
+      *same = a;
+    }
+  }
+  return out;
 }
 
 bool has_evidence(const Alert& a, const std::string& kind) {
@@ -283,7 +304,7 @@ TEST_CASE("root_cause: the diagnosis carries the onset, the events of the window
   CHECK(d[0].cause == "config_change");
   CHECK(attr(d[0], "onset_step") == 50);
   CHECK(attr(d[0], "symptoms") == 3);
-  CHECK(attr(d[0], "revision") == 1);
+  CHECK(std::isnan(attr(d[0], "revision")));  // a field since contract v2, no attr
   CHECK(attr(d[0], "lr") == doctest::Approx(3e-3));
   bool event = false, signal = false;
   for (const auto& e : d[0].evidence) {
@@ -326,44 +347,132 @@ TEST_CASE("root_cause: one diagnosis per incident") {
 TEST_CASE("root_cause: later evidence that changes the cause re-emits the diagnosis with the same alert_id") {
   // A straggler with nothing to explain it; then its GPU throws an XID.
   auto rows = window(80, kHealthy, {{"straggler", 42, 5, {{"onset_step", 40}}}, {"xid_error", 55, 5}});
-  auto d = diagnoses(rows);
+  auto d = published(rows);
+  // Diagnosed at once (revision 0, the straggler's own time), judged again
+  // when its window closes (5 steps later: nothing a consumer sees changed,
+  // so nothing is published), then again after the XID's window.
   REQUIRE(d.size() == 2);
   CHECK(d[0].cause == "unknown");
   CHECK(d[0].symptom == "straggler");
+  CHECK(d[0].revision == 0);
+  CHECK(d[0].time_ns == at_step(42) + 60'000'000);
   CHECK(d[1].cause == "hardware_fault");
   CHECK(d[1].symptom == "xid_error");
   CHECK(d[1].alert_id == d[0].alert_id);
-  CHECK(attr(d[0], "revision") == 1);
-  CHECK(attr(d[1], "revision") == 2);
-  CHECK(d[1].time_ns > d[0].time_ns);
+  CHECK(d[1].revision == 1);
+  CHECK(d[1].time_ns == at_step(60) + 50'000'000);  // the xid's after_steps: the step_stats row of step 60
   CHECK(attr(d[1], "onset_step") == 40);
-  // A later symptom that does not change the cause emits nothing.
-  CHECK(diagnoses(window(80, kHealthy, {{"straggler", 42, 5}, {"throughput_drop", 52}})).size() == 1);
+  // A later symptom that does not change the cause changes the evidence: a revision.
+  auto e = published(window(80, kHealthy, {{"straggler", 42, 5}, {"throughput_drop", 52}}));
+  REQUIRE(e.size() == 2);
+  CHECK(e[0].cause == e[1].cause);
+  CHECK(e[1].revision == 1);
+  CHECK(e[1].evidence.size() == e[0].evidence.size() + 1);
+  CHECK(has_evidence(e[1], "throughput_drop"));
+  CHECK_FALSE(has_evidence(e[0], "throughput_drop"));
 }
 
-TEST_CASE("root_cause: a symptom is held for after_steps, its deadline, or its run's end") {
+TEST_CASE("root_cause: a revised symptom (asof_join's nearer sample) replaces the one held, and is no new symptom") {
+  // The straggler is published at once without GPU context, then again
+  // (revision 1) with its GPU's samples, which show it hot.
+  auto rows = window(80, kHealthy, {{"straggler", 42, 13, {{"onset_step", 40}}}});
+  Record revised = alert_row({"straggler",
+                              42,
+                              13,
+                              {{"onset_step", 40},
+                               {"gpu_temp_c", 91},
+                               {"gpu_sm_clock_mhz", 990},
+                               {"gpu_throttle_reasons", 0x48},
+                               {"gpu_peer_sm_clock_mhz", 1980}}});
+  auto a = std::make_shared<Alert>(revised.alert());
+  a->revision = 1;
+  revised.body = std::shared_ptr<const Alert>(a);
+  revised.time_ns = at_step(44);  // asof_join releases it when event time passes the later sample
+  SUBCASE("within the window") {
+    rows.push_back(revised);
+    auto d = published(rows);
+    REQUIRE(d.size() == 2);
+    CHECK(d[0].cause == "unknown");
+    CHECK(d[1].cause == "hardware_throttle");
+    CHECK(d[1].revision == 1);
+    CHECK(d[1].time_ns == at_step(47) + 50'000'000);  // when the window closed
+    CHECK(attr(d[1], "symptoms") == 1);
+  }
+  SUBCASE("after the window: judged again at once") {
+    revised.time_ns = at_step(60);
+    rows.push_back(revised);
+    auto d = published(rows);
+    REQUIRE(d.size() == 2);
+    CHECK(d[1].cause == "hardware_throttle");
+    CHECK(d[1].time_ns == at_step(60));
+    CHECK(attr(d[1], "symptoms") == 1);
+  }
+}
+
+TEST_CASE("root_cause: diagnosed at once, judged again after after_steps, its deadline, its run's end or failure") {
+  // The NaN is diagnosed at once; the LR change two steps later is in its
+  // window (evidence, not a cause: it came after), so the window's
+  // judgement differs for a consumer and is published as revision 1.
+  const std::vector<Sym> nan = {{"nan_loss", 50, 0}};
+  const std::vector<Ev> later = {{"config_change", 52, "lr"}};
+  auto check_now = [](const std::vector<Alert>& d) {
+    REQUIRE(!d.empty());
+    CHECK(d[0].revision == 0);
+    CHECK(d[0].time_ns == at_step(50) + 60'000'000);  // the symptom's own time
+    CHECK(d[0].cause == "training_instability");
+  };
+  auto stopped = [&](Record last) {
+    auto rows = window(52, kHealthy, nan, later);
+    rows.push_back(std::move(last));
+    auto d = published(rows);
+    check_now(d);
+    REQUIRE(d.size() == 2);
+    CHECK(d[1].revision == 1);
+    return d[1];
+  };
   SUBCASE("after_steps of step_stats") {
-    auto d = diagnoses(window(80, kHealthy, {{"rank_missing", 50, 9}}), true, "after_steps: 7");
-    REQUIRE(d.size() == 1);
-    CHECK(d[0].time_ns == at_step(57) + 50'000'000);  // the step_stats row of step 57
+    auto d = published(window(80, kHealthy, nan, later), true, "after_steps: 7");
+    check_now(d);
+    REQUIRE(d.size() == 2);
+    CHECK(d[1].revision == 1);
+    CHECK(d[1].cause == "training_instability");
+    CHECK(d[1].time_ns == at_step(57) + 50'000'000);  // the step_stats row of step 57
+    CHECK(d[1].evidence.size() == d[0].evidence.size() + 1);
+  }
+  SUBCASE("nothing new in the window: revision 0 stays the only one") {
+    auto d = published(window(80, kHealthy, nan), true, "after_steps: 7");
+    check_now(d);
+    CHECK(d.size() == 1);
   }
   SUBCASE("max_wait when the steps stop") {
-    auto d = diagnoses(window(52, kHealthy, {{"rank_missing", 50, 9}}), true, "max_wait: 30s");
-    REQUIRE(d.size() == 1);
-    CHECK(d[0].time_ns == at_step(50) + 60'000'000 + 30 * kSec);
+    auto d = published(window(52, kHealthy, nan, later), true, "max_wait: 30s");
+    check_now(d);
+    REQUIRE(d.size() == 2);
+    CHECK(d[1].time_ns == at_step(50) + 60'000'000 + 30 * kSec);
   }
   SUBCASE("the run ends") {
-    auto rows = window(52, kHealthy, {{"oom", 51, 6}});
     RunEnd end;
     end.run_id = Symbol::intern(kRun);
     end.set_present(RunEnd::F::run_id);
     Record r;
     r.time_ns = at_step(52) + kSec;
     r.body = end;
-    rows.push_back(r);
-    auto d = diagnoses(rows);
-    REQUIRE(d.size() == 1);
-    CHECK(d[0].time_ns == r.time_ns);
+    CHECK(stopped(r).time_ns == r.time_ns);
+  }
+  SUBCASE("the run fails") {
+    EventFields f;
+    f.run(kRun).step(52);
+    Record r = event_row("abort", at_step(52) + kSec, f);
+    CHECK(stopped(r).time_ns == at_step(52) + kSec);
+  }
+  SUBCASE("an event that does not stop the run closes nothing") {
+    EventFields f;
+    f.run(kRun).step(52);
+    auto rows = window(52, kHealthy, nan, later);
+    rows.push_back(event_row("config_change", at_step(52) + kSec, f));
+    auto d = published(rows, true, "max_wait: 30s");
+    REQUIRE(d.size() == 2);
+    CHECK(d[1].time_ns == at_step(50) + 60'000'000 + 30 * kSec);
   }
 }
 
@@ -379,8 +488,8 @@ TEST_CASE("root_cause: the same diagnoses whatever the watermark cadence and par
                       {"nan_loss", 120, 0},
                       {"xid_error", 60, 5}},
                      {{"config_change", 100, "lr"}});
-  auto fine = diagnoses(rows, true);
-  auto coarse = diagnoses(rows, false);
+  auto fine = published(rows, true);
+  auto coarse = published(rows, false);
   REQUIRE(!fine.empty());
   CHECK(fine == coarse);
   auto def = make_operator("root_cause");
@@ -426,4 +535,55 @@ TEST_CASE("root_cause: a lost node is a hardware fault for infrastructure, and t
         "LIKELY CAUSE: hardware_fault (owner infrastructure): none of the ranks of node node-1 reported step 60: the "
         "host is down or cut off");
   CHECK(has_evidence(d[0], "rank_missing"));
+}
+
+TEST_CASE("root_cause: a NaN in the last step, then run_end: nan_loss and its diagnosis need no window") {
+  // nan_detect, then root_cause, as the executor runs them: rows in canonical
+  // order, each followed by a watermark just past it; no finish(), no end of
+  // input: what is out is out because the watermark passed the NaN's row.
+  auto nan_def = make_operator("nan_detect");
+  auto rc_def = make_operator("root_cause");
+  OperatorRun run;
+  runtime::OperatorContext ctx{"op", 0, 1, &run.dead, &run.counters};
+  auto nan_op = nan_def->open(ctx);
+  auto rc_op = rc_def->open(ctx);
+  std::vector<Record> rows = window(50, kHealthy, {});
+  for (int64_t s = 1; s <= 50; ++s) rows.push_back(train(kRun, s, s == 50 ? NAN : 2.0, at_step(s) + 70'000'000));
+  std::sort(rows.begin(), rows.end(), [](const Record& a, const Record& b) { return compare_canonical(a, b) < 0; });
+  const int64_t nan_at = at_step(50) + 70'000'000;
+  std::vector<Record> detected, diagnosed;
+  auto feed = [&](const Record& r) {
+    std::vector<Record> mid;
+    runtime::Emitter<Record> to_rc(&mid, r.time_ns);
+    if (r.kind() == Kind::kTrain) nan_op->process(r, to_rc);
+    nan_op->on_watermark(r.time_ns + 1, to_rc);
+    runtime::Emitter<Record> out(&diagnosed, r.time_ns);
+    if (r.kind() != Kind::kTrain) rc_op->process(r, out);
+    for (const Record& a : mid) {
+      detected.push_back(a);
+      rc_op->process(a, out);
+    }
+    rc_op->on_watermark(r.time_ns + 1, out);
+  };
+  for (const Record& r : rows) feed(r);
+  // The watermark has passed the NaN's row: the alert and its diagnosis are out.
+  REQUIRE(detected.size() == 1);
+  CHECK(detected[0].alert().kind == "nan_loss");
+  CHECK(detected[0].time_ns == nan_at);
+  auto d = alerts_of(diagnosed, "diagnosis");
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].symptom == "nan_loss");
+  CHECK(d[0].cause == "training_instability");
+  CHECK(d[0].revision == 0);
+  CHECK(diagnosed.back().time_ns == nan_at);
+  // The job stops a minute later: its run_end judges the incident again (no
+  // new evidence: nothing more is published).
+  RunEnd end;
+  end.run_id = Symbol::intern(kRun);
+  end.set_present(RunEnd::F::run_id);
+  Record r;
+  r.time_ns = nan_at + 60 * kSec;
+  r.body = end;
+  feed(r);
+  CHECK(alerts_of(diagnosed, "diagnosis").size() == 1);
 }

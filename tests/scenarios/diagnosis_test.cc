@@ -62,7 +62,9 @@ TEST_CASE("scenario: every failure class gives one diagnosis with the right caus
       {"failed checkpoint", {"checkpoint_failure:step=50"}, "checkpoint_failure", "checkpoint", "platform", 50, 0, {}, ""},
       {"NaN loss", {"nan:step=60"}, "nan_loss", "training_instability", "training", 60, 0, {0}, "gpu-node-0"},
       {"LR change", {"lr_change:step=60,factor=20"}, "grad_spike", "config_change", "training", 60, 0, {0}, "gpu-node-0"},
-      {"LR change, spikes, then NaN", {"lr_change:step=100,factor=20", "nan:step=110"}, "grad_spike", "config_change", "training", 100, 0, {0}, "gpu-node-0"},
+      // The NaN joins the grad_spike's incident: the cause stays, and the
+      // final revision names the incident's symptom of highest rank by then.
+      {"LR change, spikes, then NaN", {"lr_change:step=100,factor=20", "nan:step=110"}, "nan_loss", "config_change", "training", 100, 0, {0}, "gpu-node-0"},
   };
   // clang-format on
   for (const auto& c : cases) {

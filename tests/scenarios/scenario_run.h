@@ -40,7 +40,10 @@ inline synth::Options scenario_options(uint64_t seed = 21) {
 }
 
 struct ScenarioResult {
-  std::vector<Alert> alerts;
+  // The final revision of each alert_id, in the order of first publication
+  // (what a consumer keeps: the store, a pager); `published` holds every
+  // publication, revisions included, as alerts.jsonl has them.
+  std::vector<Alert> alerts, published;
   ReplayResult replay;
 
   std::vector<Alert> of(const std::string& kind) const {
@@ -98,7 +101,18 @@ inline ScenarioResult run_scenario(synth::Options o, const std::vector<std::stri
     std::string why;
     REQUIRE_MESSAGE(jsonl::decode_alert(line, &a, &why), why);
     CHECK_MESSAGE(contract_kinds().count(a.kind) == 1, "alert kind '" << a.kind << "' is not in the alert contract");
-    r.alerts.push_back(a);
+    r.published.push_back(a);
+    // Alert contract v2: each publication of an alert_id is the previous revision + 1, 0 first.
+    auto same =
+        std::find_if(r.alerts.begin(), r.alerts.end(), [&](const Alert& b) { return b.alert_id == a.alert_id; });
+    if (same == r.alerts.end()) {
+      CHECK_MESSAGE(a.revision == 0, a.kind << " " << a.alert_id << " first published as revision " << a.revision);
+      r.alerts.push_back(a);
+    } else {
+      CHECK_MESSAGE(a.revision == same->revision + 1,
+                    a.kind << " " << a.alert_id << ": revision " << a.revision << " after " << same->revision);
+      *same = a;
+    }
   }
   return r;
 }

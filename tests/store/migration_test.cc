@@ -4,6 +4,7 @@
 // schema that file was written with; newer or unmigrated stores are refused.
 #include <set>
 
+#include "formats/jsonl_codec.h"
 #include "store/sqlite/sqlite_schema.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/store.h"
@@ -18,6 +19,7 @@ const std::string kFixture = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/dat
 const std::string kFixtureV2 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v2.sql";
 const std::string kFixtureV3 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v3.sql";
 const std::string kFixtureV4 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v4.sql";
+const std::string kFixtureV5 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v5.sql";
 
 std::string v1_store(const std::string& dir) {
   std::string db = dir + "/v1.db";
@@ -47,6 +49,21 @@ std::string v4_store(const std::string& dir) {
   return db;
 }
 
+std::string v5_store(const std::string& dir) {
+  std::string db = dir + "/v5.db";
+  SqliteFile f(db);
+  f.exec(read_file(kFixtureV5));
+  return db;
+}
+
+// `rows` with "|" + `column` after each line.
+std::string with_column(const std::string& rows, const std::string& column) {
+  std::string out;
+  for (size_t p = 0, q; (q = rows.find('\n', p)) != std::string::npos; p = q + 1)
+    out += rows.substr(p, q - p) + "|" + column + "\n";
+  return out;
+}
+
 // The schema as SQLite keeps it (tables, indexes), comparable across files.
 std::string schema_of(const std::string& db) {
   SqliteFile f(db);
@@ -64,7 +81,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -135,10 +152,10 @@ TEST_CASE("migration: a version-2 store opens at version 4, its evaluation rows 
   }
 
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 5);
+  CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
     CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
     // The v2 tables were extended, not duplicated: their rows are kept.
     CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
@@ -267,11 +284,11 @@ TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions a
   }
 
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 5);
+  CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
     CHECK(f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id") == before_runs);
     CHECK(f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric") == before_scores);
     CHECK(f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version") == before_versions);
@@ -334,16 +351,16 @@ TEST_CASE("migration: a version-4 store opens at version 5, its items without cl
     before_alerts = f.rows("SELECT * FROM alerts ORDER BY alert_id");
   }
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 5);
+  CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
     // The rows are as they were, with a NULL clusters_json after them.
     std::string expect;
     for (size_t p = 0, q; (q = before_items.find('\n', p)) != std::string::npos; p = q + 1)
       expect += before_items.substr(p, q - p) + "|NULL\n";
     CHECK(f.rows("SELECT * FROM evaluation_items ORDER BY evaluation_id, item") == expect);
-    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == before_alerts);
+    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == with_column(before_alerts, "0"));  // and revision 0
   }
   auto items = s.evals->items("ev-v4-1", std::nullopt);
   REQUIRE(items.size() == 2);
@@ -374,5 +391,69 @@ TEST_CASE("migration: a version-4 store opens at version 5, its items without cl
     CHECK(f.rows("SELECT clusters_json FROM evaluation_items WHERE item = 2") ==
           "{\"passage_id\":\"p7\",\"topic\":\"42\"}\n");
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: version 5 built by today's code is the schema the frozen v5 store was written with") {
+  std::string dir = fresh_dir("schema-v5");
+  std::string built = dir + "/built.db";
+  { store::sqlite::open(built, store::OpenMode::kReadWrite, 5); }
+  CHECK(store::sqlite::schema_version(built) == 5);
+  CHECK(schema_of(built) == schema_of(v5_store(dir)));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 0, v1 diagnoses theirs from attrs") {
+  std::string dir = fresh_dir("migrate-v5");
+  std::string db = v5_store(dir);
+  REQUIRE(store::sqlite::schema_version(db) == 5);
+  std::string before;
+  {
+    SqliteFile f(db);
+    before = f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id");
+  }
+  store::Store s = store::open_store(url_of(db));
+  CHECK(s.schema_version == 6);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") == with_column(before, "0"));
+    // The v1 contract's attrs.revision 2 (1 first) is revision 1 (0 first).
+    CHECK(f.rows("SELECT alert_id, revision, incident_id FROM alerts WHERE kind = 'diagnosis'") ==
+          "d1a9005e00000001|1|inc-ff6905e0a095d878\n");
+  }
+  auto diagnosis = [](const std::string& json) {
+    store::GraphBatch b;
+    store::StoredAlert a;
+    std::string why;
+    REQUIRE(jsonl::decode_alert(json, &a.alert, &why));
+    a.json = json;
+    a.incident_id = "inc-other";
+    b.alerts.push_back(a);
+    return b;
+  };
+  auto stored = [&] {
+    SqliteFile f(db);
+    return f.rows("SELECT revision, cause, incident_id FROM alerts WHERE alert_id = 'd1a9005e00000001'");
+  };
+  const std::string head = R"({"alert_id":"d1a9005e00000001","revision":)";
+  const std::string tail =
+      R"(,"kind":"diagnosis","severity":"info","time_ns":1767225867961841318,"run_id":"pretrain-4821","step":102,"summary":"s","symptom":"straggler","cause":")";
+  // A lower revision, late, never replaces the higher one.
+  s.graph->write(diagnosis(head + "0" + tail + "unknown\"}"));
+  CHECK(stored() == "1|hardware_throttle|inc-ff6905e0a095d878\n");
+  // The same revision again (a replay into the same store) replaces it.
+  s.graph->write(diagnosis(head + "1" + tail + "network\"}"));
+  CHECK(stored() == "1|network|inc-other\n");
+  // A higher one replaces it, and keeps the incident its alert joined.
+  s.graph->write(diagnosis(head + "2" + tail + "host_bottleneck\"}"));
+  CHECK(stored() == "2|host_bottleneck|inc-other\n");
+  store::AlertFilter filter;
+  filter.run_id = "pretrain-4821";
+  filter.kind = "diagnosis";
+  auto alerts = s.graph->alerts(filter);
+  REQUIRE(alerts.size() == 1);
+  CHECK(alerts[0].alert.revision == 2);
+  CHECK(alerts[0].alert.cause == "host_bottleneck");
   std::filesystem::remove_all(dir);
 }
