@@ -190,6 +190,9 @@ struct Incident {
   uint64_t generation = 0;
   bool pending = false;
   bool emitted = false;
+  // The window closed once: the onset is settled (a later symptom adds
+  // evidence, and may change the cause, but does not move the onset).
+  bool judged = false;
   std::string alert_id, cause, owner, symptom;
   int revision = 0;  // of the last diagnosis published (when emitted)
   // The last diagnosis published: a re-evaluation is published again only
@@ -198,8 +201,8 @@ struct Incident {
 
   template <class Io>
   void fields(Io& io) {
-    io(id, symptoms, onset, last_step, eval_step, deadline, generation, pending, emitted, alert_id, cause, owner,
-       symptom, revision, published);
+    io(id, symptoms, onset, last_step, eval_step, deadline, generation, pending, emitted, judged, alert_id, cause,
+       owner, symptom, revision, published);
   }
 
   // The symptom that picks the tree: highest rank, then earliest.
@@ -617,7 +620,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
       inc->onset = s.onset;
       inc->last_step = step;
     }
-    inc->onset = std::min(inc->onset, s.onset);
+    if (!inc->judged) inc->onset = std::min(inc->onset, s.onset);
     inc->last_step = std::max(inc->last_step, step);
     inc->symptoms.push_back(std::move(s));
     inc->eval_step = inc->pending ? std::max(inc->eval_step, step + after) : step + after;
@@ -705,7 +708,10 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
   // anything a consumer sees. `closes` ends the incident's window (its
   // after_steps, max_wait, the run's end); without it the incident stays pending.
   void evaluate(Symbol run_id, RunState& st, Incident& inc, int64_t at, Emitter& out, bool closes = true) {
-    if (closes) inc.pending = false;
+    if (closes) {
+      inc.pending = false;
+      inc.judged = true;
+    }
     const Symptom& primary = inc.primary();
     const rules::RuleTree& tree = rules_.trees[static_cast<size_t>(primary.tree)];
     int64_t before = tree.before_steps.value_or(o_.before_steps);

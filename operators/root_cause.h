@@ -21,7 +21,9 @@
 // `after_steps` steps past the symptom, or when `max_wait` of event time has
 // passed (a hung run), or when its run ends or fails (run_end, stops_run),
 // so that the tree sees the steps after the onset and the alerts that
-// follow. Timers fire interleaved with rows in event-time order.
+// follow. Timers fire interleaved with rows in event-time order. The
+// incident's onset is settled when its window first closes: a symptom that
+// joins later adds evidence (and may change the cause) but does not move it.
 //
 // Updates. A symptom that joins an incident re-evaluates it after its own
 // hold; a revised symptom (asof_join's refined context: same alert_id, a

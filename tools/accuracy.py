@@ -195,7 +195,12 @@ def judge(cls, run):
     fault, rank = run["fault_step"], run["rank"]
     after += samples * run["gpu_every"]
     diagnoses = final_diagnoses(run["alerts"])
-    symptoms = [a for a in run["alerts"] if a["kind"] != "diagnosis"]
+    # A symptom alert published again (asof_join's refined context) is one alert: its highest revision.
+    latest = {}
+    for a in run["alerts"]:
+        if a["kind"] != "diagnosis" and a.get("revision", 0) >= latest.get(a["alert_id"], {}).get("revision", -1):
+            latest[a["alert_id"]] = a
+    symptoms = list(latest.values())
     r = {"diagnoses": len(diagnoses), "correct": 0, "diag_delay": None, "wrong": [],
          "symptom_found": False, "symptom_delay": None, "alerts": len(symptoms),
          "revised": sum(1 for d in diagnoses if d.get("revision", 0) > 0),
