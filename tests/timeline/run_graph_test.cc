@@ -294,6 +294,48 @@ TEST_CASE("measured step records: per-rank windows, and full resolution around a
   CHECK(all.graph.alerts[0].incident_id == "inc-a-10");
 }
 
+TEST_CASE("a revision of an alert is a timeline entry marked with it, in the alert's incident, counted once") {
+  Collect out;
+  tl::RunGraphBuilder b(small_windows(), &out);
+  b.add(run_start("r", kT0, 2));
+  for (int64_t s = 1; s <= 20; ++s) {
+    b.add(step_record("r", s, kT0 + s * kSec));
+    if (s == 10) b.add(alert("r", 10, kT0 + s * kSec + 1));
+    if (s == 14) {
+      // The same alert refined (asof_join's nearer sample), four steps later.
+      Record r = alert("r", 10, kT0 + 10 * kSec + 1);
+      auto a = std::make_shared<Alert>(r.alert());
+      a->revision = 1;
+      a->summary = "STRAGGLER DETECTED: rank 1 (refined)";
+      r.time_ns = kT0 + s * kSec + 1;
+      r.body = std::shared_ptr<const Alert>(a);
+      b.add(r);
+    }
+  }
+  b.add(run_end("r", kT0 + 21 * kSec));
+  b.finish();
+  auto all = out.all();
+  REQUIRE(all.graph.alerts.size() == 2);  // both go to the store, which keeps the higher revision
+  CHECK(all.graph.alerts[0].alert.revision == 0);
+  CHECK(all.graph.alerts[1].alert.revision == 1);
+  CHECK(all.graph.alerts[1].incident_id == "inc-a-10");
+  CHECK(all.graph.alerts[1].json.find("\"revision\":1,") != std::string::npos);
+  std::vector<std::string> details;
+  for (const auto& e : all.graph.timeline) {
+    if (e.kind == "alert") details.push_back(e.detail_json);
+  }
+  REQUIRE(details.size() == 2);
+  CHECK(details[0].find("revision") == std::string::npos);
+  CHECK(details[1].find("\"revision\":1") != std::string::npos);
+  REQUIRE(!all.graph.incidents.empty());
+  CHECK(all.graph.incidents.back().incident_id == "inc-a-10");
+  CHECK(all.graph.incidents.back().alert_count == 1);  // a revision is no new alert
+  // Nor does it open a failure window of its own: rank rows around step 10 (8..12) and the end, none around 14.
+  std::set<int64_t> steps;
+  for (const auto& r : all.metrics.rank_steps) steps.insert(r.step);
+  CHECK(steps == std::set<int64_t>{8, 9, 10, 11, 12, 19, 20});
+}
+
 TEST_CASE("a step record that rank_join did not measure is a broken invariant") {
   Collect out;
   tl::RunGraphBuilder b(small_windows(), &out);
