@@ -108,6 +108,26 @@ TEST_CASE("step_stats: the train event may come before or after the step, or not
   }
 }
 
+TEST_CASE("step_stats: a failure of the run sends the steps waiting for their train event at once") {
+  for (const char* stop : {"oom", "abort", "config_change"}) {
+    CAPTURE(stop);
+    std::vector<Record> rows{run_start("r1", 10)};
+    for (auto& r : one_step(kT0 + kSec)) rows.push_back(r);
+    auto join = make_operator("rank_join");
+    OperatorRun joined, run;
+    run_operator(*join, rows, &joined);
+    joined.out.push_back(event(stop, "r1", kT0 + 3 * kSec));
+    run_operator(*make_operator("step_stats", "train_wait: 10s"), joined.out, &run);
+    REQUIRE(stats_of(run).size() == 1);
+    int64_t at = 0;
+    for (const auto& r : run.out) {
+      if (r.kind() == Kind::kStepStats) at = r.time_ns;
+    }
+    // A config_change stops nothing: the step waits its train_wait.
+    CHECK(at == (std::string(stop) == "config_change" ? kT0 + kSec + 9 + 10 * kSec : kT0 + 3 * kSec));
+  }
+}
+
 TEST_CASE("step_stats: quantiles are the nearest-rank values of the sorted work times, for any world size") {
   std::mt19937 rng(3);
   for (int32_t world : {1, 2, 3, 10, 19, 20, 21, 100, 1000, 1024}) {
