@@ -182,13 +182,7 @@ TEST_CASE("straggler skips steps incomplete by shedding") {
   auto work = [](int32_t r, int64_t s) { return r == 13 && s >= 10 ? 3800.0 : 1900.0 + 7 * ((r * 31 + s * 17) % 11); };
   OperatorRun joined;
   run_operator(*make_operator("rank_join"), sync_steps("r1", 32, 50, work), &joined);
-  auto marked = joined.out;
-  for (auto& r : marked) {
-    if (r.kind() != Kind::kStepRecord) continue;
-    auto rec = std::make_shared<StepRecord>(r.step_record());
-    if (rec->step >= 11 && rec->step <= 40) rec->shed = true;  // as if the collector had shed reports of these steps
-    r.body = std::shared_ptr<const StepRecord>(std::move(rec));
-  }
+  auto marked = mark_shed(joined.out, 11, 40);  // as if the collector had shed reports of these steps
   OperatorRun whole, shed;
   run_operator(*make_operator("straggler", "persist_k: 3"), joined.out, &whole);
   run_operator(*make_operator("straggler", "persist_k: 3"), marked, &shed);
