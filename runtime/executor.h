@@ -553,7 +553,20 @@ class Executor {
           // A batch larger than the whole queue cannot wait for room.
           if (p->inbox.rows == 0 || std::chrono::steady_clock::now() >= until) {
             shed_locked(p, m);
-            if (!m.rows.empty() || !m.shed.empty()) enqueue_locked(p, std::move(m));
+            if (!m.rows.empty()) {
+              enqueue_locked(p, std::move(m));
+            } else if (!m.shed.empty()) {
+              // Only reports are left: they join the last message's, so
+              // that a consumer that does not drain is not sent one per
+              // message dropped (earlier in the queue is still before the
+              // watermark that would release the rows).
+              Inbox& in = p->inbox;
+              if (!in.q.empty() && !in.q.back().is_watermark) {
+                merge_reports(in.q.back(), m);
+              } else {
+                enqueue_locked(p, std::move(m));
+              }
+            }
             break;
           }
         }
@@ -656,6 +669,29 @@ class Executor {
                                    .kinds = kind,
                                    .broadcast = !key.has_value()});
     m.shed_keys.push_back(key);
+  }
+
+  // Adds the reports of `from` to those of `into`, one per key and priority.
+  static void merge_reports(Msg& into, Msg& from) {
+    for (size_t i = 0; i < from.shed.size(); ++i) {
+      ShedReport<R>& f = from.shed[i];
+      bool merged = false;
+      for (size_t j = 0; j < into.shed.size() && !merged; ++j) {
+        ShedReport<R>& s = into.shed[j];
+        if (s.priority != f.priority || into.shed_keys[j] != from.shed_keys[i]) continue;
+        s.rows += f.rows;
+        s.kinds |= f.kinds;
+        s.last_ns = std::max(s.last_ns, f.last_ns);
+        if (f.first_ns < s.first_ns) {
+          s.first_ns = f.first_ns;
+          s.sample = std::move(f.sample);
+        }
+        merged = true;
+      }
+      if (merged) continue;
+      into.shed.push_back(std::move(f));
+      into.shed_keys.push_back(from.shed_keys[i]);
+    }
   }
 
   // --- processing --------------------------------------------------------------
