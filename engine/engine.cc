@@ -121,6 +121,7 @@ RunSummary Engine::run() {
   eo.threads = opt.threads;
   eo.queue_capacity = spec.settings.queue_capacity;
   eo.overflow = spec.settings.overflow;
+  eo.backpressure_ns = spec.settings.backpressure_ns;
   eo.lateness_ns = spec.settings.lateness_ns;
   eo.idle_timeout_ns = spec.settings.idle_timeout_ns;
   eo.dead_letters = impl_->dead_letters.get();

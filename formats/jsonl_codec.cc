@@ -223,6 +223,7 @@ void encode_body(json::Writer& w, const std::shared_ptr<const StepRecord>& b) {
   for (int32_t m : b->missing) w.integer(m);
   w.end_array();
   w.key("timed_out").boolean(b->timed_out);
+  if (b->shed) w.key("shed").boolean(true);
 }
 void encode_body(json::Writer& w, const std::shared_ptr<const StepStats>& b) {
   w.key("run_id").str(b->run_id.str());
@@ -249,6 +250,7 @@ void encode_body(json::Writer& w, const std::shared_ptr<const StepStats>& b) {
   opt("val_loss", b->val_loss);
   opt("lr", b->lr);
   opt("grad_norm", b->grad_norm);
+  if (b->shed) w.key("shed").boolean(true);
 }
 void encode_body(json::Writer&, const std::shared_ptr<const Alert>&) {}
 void encode_body(json::Writer& w, const TrainMarks& b) {

@@ -72,6 +72,7 @@ class CommBottleneck final : public PerRunOperator<CommBottleneck, RunState> {
 
   void on_step(const Record& r, Emitter& out) {
     const StepRecord& rec = r.step_record();
+    if (rec.shed) return;  // incomplete by shedding: not judged
     RunState& st = state(rec.run_id);
     const Step* least = nullptr;
     double least_ratio = INFINITY, sum = 0;

@@ -76,6 +76,7 @@ class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
 
   void on_step(const Record& r, Emitter& out) {
     const StepRecord& rec = r.step_record();
+    if (rec.shed) return;  // incomplete by shedding: not judged
     RunState& st = state(rec.run_id);
     const Step* worst = nullptr;
     double worst_ratio = -1;

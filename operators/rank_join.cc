@@ -1,6 +1,7 @@
 #include "operators/rank_join.h"
 
 #include <algorithm>
+#include <array>
 #include <deque>
 #include <map>
 #include <unordered_map>
@@ -53,6 +54,16 @@ struct Pending {
   }
 };
 
+// What the collector shed of a run in one minute of event time (by the minute
+// of each report's earliest row): rows by priority, for telemetry_shed.
+struct ShedMinute {
+  std::array<int64_t, runtime::kPriorities> rows{};
+  template <class Io>
+  void fields(Io& io) {
+    io(rows);
+  }
+};
+
 struct RunState {
   std::shared_ptr<const RunInfo> info;
   int32_t world = 0;                   // 0 = unknown (no run_start yet)
@@ -73,27 +84,54 @@ struct RunState {
   // within max_step_jump again.
   std::unordered_map<int32_t, int64_t> anomalous;
   int64_t stalled_step = INT64_MIN;  // the step job_stalled was raised at, until a step closes without a stall
+  // Event-time spans [first, last] of step reports the collector shed (from
+  // on_shed), merged, kept while a step they concern can still close.
+  std::vector<std::pair<int64_t, int64_t>> shed_spans;
+  std::map<int64_t, ShedMinute> shed_minutes;  // by minute (event time / 60 s), until telemetry_shed is raised
   template <class Io>
   void fields(Io& io) {
-    io(info, world, pending, closed, closed_order, missing, last_seen, tenant, latest, current, anomalous,
-       stalled_step);
+    io(info, world, pending, closed, closed_order, missing, last_seen, tenant, latest, current, anomalous, stalled_step,
+       shed_spans, shed_minutes);
   }
 };
 
 constexpr size_t kClosedMemory = 4096;
+constexpr size_t kShedSpans = 256;  // most shed spans kept per run: beyond it the two oldest merge
+constexpr int64_t kShedMinuteNs = 60'000'000'000;
+
+int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 class RankJoin final : public PerRunOperator<RankJoin, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"rank_join", 2};
+  static constexpr runtime::state::StateType kState{"rank_join", 3};
   RankJoin(const RankJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
   template <class Io>
   void state_fields(Io& io) {
-    io(runs_, timers_);
+    io(runs_, timers_, shed_timers_);
   }
 
   // Timers fire before the row at or after them (end of input: whatever is
   // still pending times out now).
-  void advance(int64_t t, Emitter& out) { fire_until(t, out); }
+  void advance(int64_t t, Emitter& out) {
+    now_ = std::max(now_, t);
+    fire_until(t, out);
+    fire_shed_until(t, out);
+  }
+
+  // The runtime shed rows on their way here. Step reports mark the steps
+  // they may belong to as incomplete by shedding (see concerned()); every
+  // row of a run is counted for its telemetry_shed alert, raised when event
+  // time passes the end of the minute.
+  void on_shed(const runtime::ShedReport<Record>& rep, Emitter&) override {
+    Symbol run = rep.sample.run_id();
+    if (rep.broadcast || run.empty() || rep.rows <= 0) return;
+    RunState& st = runs_[run];
+    if (rep.kinds & mask(Kind::kStep)) add_shed_span(st, rep.first_ns, rep.last_ns);
+    int64_t minute = floor_div(rep.first_ns, kShedMinuteNs);
+    auto [it, fresh] = st.shed_minutes.try_emplace(minute);
+    it->second.rows[static_cast<size_t>(std::clamp(rep.priority, 0, runtime::kPriorities - 1))] += rep.rows;
+    if (fresh) shed_timers_.schedule(minute_end(minute), run, minute);
+  }
 
   // The job restarted (from a checkpoint): steps in flight will never
   // complete and step numbers may repeat. Not a missing rank. The rank map stays.
@@ -145,6 +183,8 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     if (it == runs_.end()) return;
     // Emit what was joined, without raising rank_missing: the run is over.
     for (auto& [step, p] : it->second.pending) emit(it->first, it->second, step, p, r.time_ns, true, false, out);
+    for (const auto& [minute, counts] : it->second.shed_minutes)
+      out.emit(alert_record(shed_alert(it->first, it->second, minute, counts, r.time_ns)));
     runs_.erase(it);
   }
 
@@ -223,6 +263,56 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     });
   }
 
+  void fire_shed_until(int64_t t, Emitter& out) {
+    shed_timers_.fire_until(t, [&](int64_t deadline, Symbol run_id, int64_t minute) {
+      auto run = runs_.find(run_id);
+      if (run == runs_.end()) return;
+      auto it = run->second.shed_minutes.find(minute);
+      if (it == run->second.shed_minutes.end()) return;
+      out.emit(alert_record(shed_alert(run_id, run->second, minute, it->second, deadline)));
+      run->second.shed_minutes.erase(it);
+    });
+  }
+
+  static int64_t minute_end(int64_t minute) {
+    return minute >= INT64_MAX / kShedMinuteNs ? runtime::kEndOfTime : (minute + 1) * kShedMinuteNs;
+  }
+
+  static int64_t sat_sub(int64_t a, int64_t b) { return a < INT64_MIN + b ? INT64_MIN : a - b; }
+
+  // Adds a span of shed step reports, merged with those it overlaps; spans
+  // that can no longer concern a step are forgotten: a step still open has
+  // its deadline ahead of event time, so its span starts at most two
+  // timeouts before it.
+  void add_shed_span(RunState& st, int64_t first, int64_t last) {
+    auto& spans = st.shed_spans;
+    int64_t horizon = sat_sub(sat_sub(now_, o_.timeout_ns), o_.timeout_ns);
+    std::erase_if(spans, [&](const auto& s) { return s.second < horizon; });
+    for (auto& s : spans) {
+      if (s.first <= last && first <= s.second) {
+        s.first = std::min(s.first, first), s.second = std::max(s.second, last);
+        return;
+      }
+    }
+    spans.emplace_back(first, last);
+    std::sort(spans.begin(), spans.end());
+    if (spans.size() > kShedSpans) {
+      spans[1].first = spans[0].first;
+      spans.erase(spans.begin());
+    }
+  }
+
+  // Whether step reports shed by the collector may belong to the step: one
+  // fell within the step's time span, from `timeout` before its first report
+  // (a shed report may have been the first) to its deadline.
+  bool concerned(const RunState& st, const Pending& p) const {
+    int64_t from = sat_sub(p.first_time, o_.timeout_ns);
+    for (const auto& s : st.shed_spans) {
+      if (s.first <= p.deadline && s.second >= from) return true;
+    }
+    return false;
+  }
+
   void close(Symbol run_id, RunState& st, std::map<int64_t, Pending>::iterator it, int64_t at, Emitter& out) {
     emit(run_id, st, it->first, it->second, at, true, o_.alert_missing, out);
     remember_closed(st, it->first);
@@ -255,7 +345,9 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
       if (!have) rec->missing.push_back(rank);
     }
     measure_ranks(*rec);
-    if (alert && st.world > 0) raise_missing(run_id, st, step, p, at, rec->missing, out);
+    // Incomplete by shedding: its missing ranks may have reported; nothing is raised for them.
+    rec->shed = !rec->missing.empty() && concerned(st, p);
+    if (alert && st.world > 0 && !rec->shed) raise_missing(run_id, st, step, p, at, rec->missing, out);
     Record r;
     r.time_ns = at;
     r.body = std::shared_ptr<const StepRecord>(std::move(rec));
@@ -446,6 +538,28 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     return a;
   }
 
+  Alert shed_alert(Symbol run_id, const RunState& st, int64_t minute, const ShedMinute& m, int64_t at) {
+    Alert a;
+    a.kind = alert_kind::kTelemetryShed;
+    a.severity = Severity::kInfo;
+    a.time_ns = at;
+    a.tenant = st.tenant;
+    a.run_id = run_id;
+    int64_t total = 0;
+    for (int64_t n : m.rows) total += n;
+    a.value = static_cast<double>(total);
+    a.summary = "TELEMETRY SHED: the collector could not keep up and shed " + std::to_string(total) +
+                " rows of this run in the minute from " + runtime::number_text(static_cast<double>(minute) * 60) +
+                " s (event time; P0 " + std::to_string(m.rows[0]) + ", P1 " + std::to_string(m.rows[1]) + ", P2 " +
+                std::to_string(m.rows[2]) + ", P3 " + std::to_string(m.rows[3]) +
+                "): the steps concerned are not judged (no rank_missing, straggler or ratio alert for them)";
+    a.attrs = {{"shed_p0", static_cast<double>(m.rows[0])}, {"shed_p1", static_cast<double>(m.rows[1])},
+               {"shed_p2", static_cast<double>(m.rows[2])}, {"shed_p3", static_cast<double>(m.rows[3])},
+               {"rows", static_cast<double>(total)},        {"minute_start_s", static_cast<double>(minute) * 60}};
+    a.alert_id = make_alert_id(a, minute);
+    return a;
+  }
+
   Alert missing_alert(Symbol run_id, const RunState& st, int64_t step, int32_t rank, int64_t at, const Pending& p) {
     Alert a;
     a.kind = alert_kind::kRankMissing;
@@ -480,8 +594,12 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
 
   RankJoinOptions o_;
   runtime::OperatorContext ctx_;
-  RunDeadlines<int64_t> timers_;  // by step
-  std::vector<int64_t> scratch_;  // current_step's, not state
+  RunDeadlines<int64_t> timers_;       // by step
+  RunDeadlines<int64_t> shed_timers_;  // by minute: a run's telemetry_shed
+  std::vector<int64_t> scratch_;       // current_step's, not state
+  // The latest event time advanced to (not state: a restored instance prunes
+  // shed spans later, never too early).
+  int64_t now_ = INT64_MIN;
 };
 
 std::string describe_options(const RankJoinOptions& o) {
@@ -506,7 +624,10 @@ void RegisterRankJoin(Registry& registry) {
       "`job_stalled` instead when more than `stall_fraction` of the ranks are missing, and one `node_unreachable` "
       "for a node whose ranks are all missing; `step_anomaly` for a rank whose step jumps more than "
       "`max_step_jump` past the run's current step (the median of its ranks' latest steps), whose reports are set "
-      "aside (dead-lettered, starting no deadline) until one is within `max_step_jump` again.";
+      "aside (dead-lettered, starting no deadline) until one is within `max_step_jump` again. Step reports the "
+      "runtime shed on the way (overflow: shed) mark the steps they may belong to as incomplete by shedding "
+      "(emitted with `shed`, raising none of those alerts), and one `telemetry_shed` info alert per run and minute "
+      "of event time counts what was shed, by priority.";
   const RankJoinOptions defaults;  // each default is written once, in RankJoinOptions
   info.params = {
       {.name = "timeout",

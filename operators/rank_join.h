@@ -20,6 +20,14 @@
 // pending steps at once with the ranks that arrived, raising no rank_missing,
 // node_unreachable or job_stalled for them (the failure is the alert).
 //
+// Shedding (overflow: shed) never looks like a hung rank: the runtime's
+// reports of step reports shed on the way (on_shed) mark every step with a
+// report shed within its time span (from `timeout` before its first report
+// to its deadline) as incomplete by shedding: emitted with StepRecord::shed,
+// raising no rank_missing, job_stalled or node_unreachable. What was shed is
+// counted per run and minute of event time, and raised as one
+// `telemetry_shed` info alert when event time passes the minute's end.
+//
 // Timers fire in event-time order interleaved with the rows (a deadline
 // fires before any row at or after it), so what is "missing" does not depend
 // on how the input was batched.

@@ -41,6 +41,7 @@ StepStats compute_step_stats(const StepRecord& rec) {
   st.step = rec.step;
   st.world_size = rec.world_size;
   st.run = rec.run;
+  st.shed = rec.shed;
   std::vector<double> work;
   work.reserve(rec.ranks.size());
   double data_sum = 0, comm_sum = 0;
@@ -109,7 +110,7 @@ void attach(StepStats& st, const Train& t) {
 
 class StepStatsOp final : public PerRunOperator<StepStatsOp, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"step_stats", 1};
+  static constexpr runtime::state::StateType kState{"step_stats", 2};
   explicit StepStatsOp(const StepStatsOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {

@@ -81,7 +81,8 @@ class Straggler final : public PerRunOperator<Straggler, RunState> {
 
   void handle(const Record& r, Emitter& out) {
     const StepRecord& rec = r.step_record();
-    if (static_cast<int64_t>(rec.ranks.size()) < o_.min_ranks) return;
+    // Incomplete by shedding: the ranks it lacks may have been the fast ones.
+    if (rec.shed || static_cast<int64_t>(rec.ranks.size()) < o_.min_ranks) return;
     work_.clear();
     for (const Step& s : rec.ranks) {
       if (std::isfinite(s.step_ms)) work_.push_back(straggler_work_ms(s));

@@ -97,6 +97,8 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
  private:
   void on_stats(const Record& r, Emitter& out) {
     const StepStats& s = r.step_stats();
+    // Incomplete by shedding: its tokens lack the shed ranks', not a drop.
+    if (s.shed) return;
     RunState& st = runs_[s.run_id];
     if (++st.steps <= o_.skip_steps) return;
     st.reported = s.reported;

@@ -17,9 +17,14 @@
 //
 // Overflow. `block` (replay): a producer facing a full inbox first tries to
 // drain that partition itself, then waits; nothing is ever dropped. Because
-// the graph is acyclic this cannot deadlock. `shed` (live): the lowest
-// priority rows queued are dropped first; P0 is dropped only when nothing of
-// lower priority is queued. Watermarks are never dropped.
+// the graph is acyclic this cannot deadlock. `shed` (live): backpressure
+// first: a producer facing a full inbox drains and waits as `block` does, but
+// for at most `backpressure_ns` (a source that waits stops reading, so its
+// transport pushes back to the senders); then the lowest priority rows queued
+// are dropped first; P0 is dropped only when nothing of lower priority is
+// queued. What is dropped is reported to the consumer (ShedReport, in-band at
+// the dropped message's place, so before the watermark that would have
+// released it). Watermarks are never dropped.
 #pragma once
 
 #include <oneapi/tbb/flow_graph.h>
@@ -52,6 +57,9 @@ struct ExecutorOptions {
   int threads = 0;  // operator worker threads; 0 = hardware concurrency
   int64_t queue_capacity = 16384;
   OverflowPolicy overflow = OverflowPolicy::kBlock;
+  // `shed` only: how long a producer facing a full inbox waits for room
+  // (draining it meanwhile) before rows are shed; 0 sheds at once.
+  int64_t backpressure_ns = 1'000'000'000;
   int64_t lateness_ns = 5'000'000'000;
   int64_t idle_timeout_ns = 30'000'000'000;
   DeadLetterSink* dead_letters = nullptr;  // required
@@ -213,6 +221,10 @@ class Executor {
     int64_t weight = 0;  // queue units: the sum of RowTraits::weight
     int64_t watermark = kBeginningOfTime;
     std::vector<R> rows;
+    // Rows shed from this message (or in its place), for the consumer's
+    // on_shed, with each report's key of the consumer (grouping).
+    std::vector<ShedReport<R>> shed;
+    std::vector<std::optional<uint64_t>> shed_keys;
   };
 
   // A partition's inbox: the bounded edge queue.
@@ -526,9 +538,45 @@ class Executor {
         }
       }
     } else if (!m.is_watermark) {
-      std::unique_lock lock(p->inbox.mu);
-      shed_locked(p, m);
-      if (!m.rows.empty()) enqueue_locked(p, std::move(m));
+      // Backpressure first: wait for room (helping the consumer along) for
+      // at most backpressure_ns, then shed.
+      // (Clamped to a day, so that the deadline cannot overflow the clock.)
+      auto until = std::chrono::steady_clock::now() +
+                   std::chrono::nanoseconds(std::clamp<int64_t>(opts_.backpressure_ns, 0, 86'400'000'000'000));
+      for (;;) {
+        {
+          std::unique_lock lock(p->inbox.mu);
+          if (p->inbox.rows + n <= cap || failed_.load()) {
+            enqueue_locked(p, std::move(m));
+            break;
+          }
+          // A batch larger than the whole queue cannot wait for room.
+          if (p->inbox.rows == 0 || std::chrono::steady_clock::now() >= until) {
+            shed_locked(p, m);
+            if (!m.rows.empty()) {
+              enqueue_locked(p, std::move(m));
+            } else if (!m.shed.empty()) {
+              // Only reports are left: they join the last message's, so
+              // that a consumer that does not drain is not sent one per
+              // message dropped (earlier in the queue is still before the
+              // watermark that would release the rows).
+              Inbox& in = p->inbox;
+              if (!in.q.empty() && !in.q.back().is_watermark) {
+                merge_reports(in.q.back(), m);
+              } else {
+                enqueue_locked(p, std::move(m));
+              }
+            }
+            break;
+          }
+        }
+        drain(p);
+        std::unique_lock lock(p->inbox.mu);
+        if (p->inbox.rows + n > cap && p->inbox.rows != 0 && !failed_.load()) {
+          p->inbox.space.wait_until(lock,
+                                    std::min(until, std::chrono::steady_clock::now() + std::chrono::microseconds(200)));
+        }
+      }
     } else {
       std::unique_lock lock(p->inbox.mu);
       enqueue_locked(p, std::move(m));
@@ -569,6 +617,8 @@ class Executor {
           in.rows_by_priority[worst] -= k;
           c.queue_rows.fetch_sub(static_cast<uint64_t>(k), std::memory_order_relaxed);
           c.add(c.dropped[worst], it->rows.size());
+          // The report takes the dropped message's place in the queue.
+          for (auto& r : it->rows) report_dropped(p, *it, worst, std::move(r));
           it->rows.clear();
           it->weight = 0;
           break;
@@ -588,8 +638,60 @@ class Executor {
       ++keep;
     }
     c.add(c.dropped[m.priority], m.rows.size() - keep);
+    for (size_t i = keep; i < m.rows.size(); ++i) report_dropped(p, m, m.priority, std::move(m.rows[i]));
     m.rows.resize(keep);
     m.weight = kept_weight;
+  }
+
+  // Counts `row`, dropped from (or in place of) `m` on the way to `p`, in
+  // m's report of the row's key and priority.
+  static void report_dropped(Partition* p, Msg& m, int priority, R&& row) {
+    std::optional<uint64_t> key = p->node->def->key(row);
+    int64_t t = RowTraits<R>::time_ns(row);
+    uint32_t kind = 1u << RowTraits<R>::kind(row);
+    for (size_t i = 0; i < m.shed.size(); ++i) {
+      ShedReport<R>& s = m.shed[i];
+      if (s.priority != priority || m.shed_keys[i] != key) continue;
+      ++s.rows;
+      s.kinds |= kind;
+      s.last_ns = std::max(s.last_ns, t);
+      if (t < s.first_ns) {
+        s.first_ns = t;
+        s.sample = std::move(row);
+      }
+      return;
+    }
+    m.shed.push_back(ShedReport<R>{.sample = std::move(row),
+                                   .priority = priority,
+                                   .rows = 1,
+                                   .first_ns = t,
+                                   .last_ns = t,
+                                   .kinds = kind,
+                                   .broadcast = !key.has_value()});
+    m.shed_keys.push_back(key);
+  }
+
+  // Adds the reports of `from` to those of `into`, one per key and priority.
+  static void merge_reports(Msg& into, Msg& from) {
+    for (size_t i = 0; i < from.shed.size(); ++i) {
+      ShedReport<R>& f = from.shed[i];
+      bool merged = false;
+      for (size_t j = 0; j < into.shed.size() && !merged; ++j) {
+        ShedReport<R>& s = into.shed[j];
+        if (s.priority != f.priority || into.shed_keys[j] != from.shed_keys[i]) continue;
+        s.rows += f.rows;
+        s.kinds |= f.kinds;
+        s.last_ns = std::max(s.last_ns, f.last_ns);
+        if (f.first_ns < s.first_ns) {
+          s.first_ns = f.first_ns;
+          s.sample = std::move(f.sample);
+        }
+        merged = true;
+      }
+      if (merged) continue;
+      into.shed.push_back(std::move(f));
+      into.shed_keys.push_back(from.shed_keys[i]);
+    }
   }
 
   // --- processing --------------------------------------------------------------
@@ -634,6 +736,7 @@ class Executor {
       } else {
         for (auto& r : m.rows) p->pending.push_back(std::move(r));
       }
+      if (!m.shed.empty()) report_shed(p, m.shed);
       return;
     }
     int slot = p->slot_of[m.producer];
@@ -643,6 +746,17 @@ class Executor {
     if (wm <= p->input_wm) return;
     p->input_wm = wm;
     advance(p, wm);
+  }
+
+  // Tells the operator what was shed on its way to it; what it emits goes on
+  // at once (not older than the watermark it last passed on).
+  void report_shed(Partition* p, const std::vector<ShedReport<R>>& reports) {
+    Node* node = p->node;
+    std::vector<R> emitted;
+    Emitter<R> out(&emitted, p->forwarded_wm);
+    for (const auto& r : reports) p->op->on_shed(r, out);
+    node->counters.add(node->counters.out, emitted.size());
+    route(node, node->producer_base + p->index, emitted);
   }
 
   // Releases every pending row older than `wm` to the operator in canonical

@@ -12,6 +12,13 @@
 //    size or arrival order: that is what makes outputs deterministic.
 //  - Rows emitted while handling watermark w must not be older than the
 //    previous watermark (emit at the time of the row or timer that caused it).
+//  - on_shed(report) tells what the runtime dropped from this partition's
+//    inbox (overflow: shed). It is called when the report reaches the
+//    partition, before any watermark that would have released the rows it
+//    counts, so an operator knows of the loss before it judges that time.
+//    Unlike rows, reports depend on timing (what was shed), not on the input
+//    alone. The runtime does not forward them: the operator that is told
+//    says so in its own output (docs/architecture.md, "Edges").
 //  - finish() is called once, after the final watermark, at end of input.
 //  - snapshot() and restore() (docs/state.md) are called between those calls,
 //    never during one, by the thread that owns the partition.
@@ -59,6 +66,20 @@ class DeadLetterSink {
   virtual void flush() {}
 };
 
+// Rows the runtime shed from one inbox message (overflow: shed), those of one
+// key of the consumer (OperatorDef::key; all of them when `broadcast`) and one
+// priority. Domain-free: what the rows meant is the operator's to tell from
+// `sample`.
+template <class R>
+struct ShedReport {
+  R sample;                           // one dropped row (the earliest), so the operator can tell whose they were
+  int priority = 0;                   // RowTraits::priority of every row counted
+  int64_t rows = 0;                   // rows dropped
+  int64_t first_ns = 0, last_ns = 0;  // event times of the earliest and the latest of them
+  uint32_t kinds = 0;                 // mask of their RowTraits::kind
+  bool broadcast = false;             // rows with no key (sent to every partition): `sample`'s key means nothing
+};
+
 template <class R>
 class Emitter {
  public:
@@ -88,6 +109,8 @@ class Operator {
   virtual ~Operator() = default;
   virtual void process(const R& row, Emitter<R>& out) = 0;
   virtual void on_watermark(int64_t watermark_ns, Emitter<R>& out) {}
+  // Rows shed on the way to this partition (see the threading contract).
+  virtual void on_shed(const ShedReport<R>& report, Emitter<R>& out) {}
   virtual void finish(Emitter<R>& out) {}
   // The partition's state as bytes (docs/state.md), and back: restore() into
   // a fresh instance opened from the same definition continues exactly where

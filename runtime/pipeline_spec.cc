@@ -252,6 +252,10 @@ class Parser : YamlChecker {
          .min = 1,
          .max = 1e9},
         {.name = "overflow", .type = ParamType::kString, .default_value = "block", .choices = {"block", "shed"}},
+        {.name = "backpressure",
+         .type = ParamType::kDuration,
+         .default_value = duration_text(defaults.backpressure_ns),
+         .min = 0},
         {.name = "batch_size",
          .type = ParamType::kInt,
          .default_value = int_text(defaults.batch_size),
@@ -271,6 +275,7 @@ class Parser : YamlChecker {
     if (p.has("queue_capacity")) s->queue_capacity = p.get_int("queue_capacity");
     if (p.has("overflow"))
       s->overflow = p.get_string("overflow") == "shed" ? OverflowPolicy::kShed : OverflowPolicy::kBlock;
+    if (p.has("backpressure")) s->backpressure_ns = p.get_duration_ns("backpressure");
     if (p.has("batch_size")) s->batch_size = p.get_int("batch_size");
     if (p.has("dead_letter")) s->dead_letter = p.get_string("dead_letter");
   }

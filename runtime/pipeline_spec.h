@@ -62,8 +62,9 @@ struct PipelineSettings {
   int64_t idle_timeout_ns = 30'000'000'000;  // a live source silent this long stops holding the watermark
   int64_t queue_capacity = 16384;            // rows per edge queue
   OverflowPolicy overflow = OverflowPolicy::kBlock;
-  int64_t batch_size = 4096;  // rows per batch read by sources
-  std::string dead_letter;    // path; empty = ${RUNLENS_OUT}/dead_letter.jsonl
+  int64_t backpressure_ns = 1'000'000'000;  // shed: how long a full queue holds its producer back before shedding
+  int64_t batch_size = 4096;                // rows per batch read by sources
+  std::string dead_letter;                  // path; empty = ${RUNLENS_OUT}/dead_letter.jsonl
   SourceLocation where;
 };
 

@@ -31,9 +31,13 @@ struct StepRecord {
   Symbol run_id;
   int64_t step = 0;
   int32_t world_size = 0;
-  std::vector<Step> ranks;             // the ranks that reported, ordered by rank
-  std::vector<int32_t> missing;        // ranks that did not report before the timeout
-  bool timed_out = false;              // emitted by the timeout, not by completion
+  std::vector<Step> ranks;       // the ranks that reported, ordered by rank
+  std::vector<int32_t> missing;  // ranks that did not report before the timeout
+  bool timed_out = false;        // emitted by the timeout, not by completion
+  // Incomplete by shedding: the collector shed step reports of this run
+  // within the step's time span (runtime ShedReport), so its missing ranks
+  // may have reported. No rank_missing is raised for it and detectors skip it.
+  bool shed = false;
   int64_t first_time_ns = 0;           // earliest rank report of this step
   std::shared_ptr<const RunInfo> run;  // null when no run_start was seen
   // Measured by rank_join (ops::measure_ranks), by position in `ranks`: each
@@ -64,6 +68,7 @@ struct StepStats {
   // From the step's train event, when one arrived in time.
   std::optional<double> loss, val_loss, lr, grad_norm;
   std::shared_ptr<const RunInfo> run;
+  bool shed = false;  // of a step record incomplete by shedding (StepRecord::shed): not judged
 };
 
 enum class Severity : uint8_t { kInfo, kWarning, kCritical };

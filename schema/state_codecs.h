@@ -66,11 +66,11 @@ template <>
 struct Codec<StepRecord> {
   static void encode(Writer& w, const StepRecord& v) {
     w(v.run_id, v.step, v.world_size, v.ranks, v.missing, v.timed_out, v.first_time_ns, v.run, v.work_ms,
-      v.ratio_to_median, v.slowest_rank);
+      v.ratio_to_median, v.slowest_rank, v.shed);
   }
   static void decode(Reader& r, StepRecord& v) {
     r(v.run_id, v.step, v.world_size, v.ranks, v.missing, v.timed_out, v.first_time_ns, v.run, v.work_ms,
-      v.ratio_to_median, v.slowest_rank);
+      v.ratio_to_median, v.slowest_rank, v.shed);
   }
 };
 
@@ -92,7 +92,7 @@ struct Codec<StepStats> {
   static void io(Io& x, S& v) {
     x(v.run_id, v.step, v.world_size, v.reported, v.step_ms, v.work_min, v.work_p50, v.work_p95, v.work_p99, v.work_max,
       v.slowest_rank, v.straggler_ratio, v.tokens, v.tokens_per_s, v.mfu, v.data_wait_ratio, v.communication_ratio,
-      v.loss, v.val_loss, v.lr, v.grad_norm, v.run);
+      v.loss, v.val_loss, v.lr, v.grad_norm, v.run, v.shed);
   }
   static void encode(Writer& w, const StepStats& v) { io(w, v); }
   static void decode(Reader& r, StepStats& v) { io(r, v); }

@@ -90,6 +90,10 @@ TEST_CASE("live: run + tail + record over ZeroMQ, and the recording replays to t
   kill(rec, SIGINT);
   CHECK(wait_exit(run) == 0);
   CHECK(wait_exit(rec) == 0);
+  // `run` ends with the counters, drops by priority per node among them (none here).
+  std::string run_log = read_file(d + "/run.log");
+  CHECK_MESSAGE(run_log.find("drop.P0  drop.P1  drop.P2  drop.P3") != std::string::npos, run_log);
+  CHECK_MESSAGE(run_log.find("join             rank_join") != std::string::npos, run_log);
 
   // Live gives the replay's alerts: the golden expectation, byte for byte.
   std::string expected = read_file(kSrc + "/tests/golden/straggler/expected_alerts.jsonl");

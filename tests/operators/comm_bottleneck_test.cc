@@ -50,3 +50,21 @@ TEST_CASE("comm_bottleneck measures the collective, not the wait for slow ranks"
     }
   }
 }
+
+TEST_CASE("comm_bottleneck skips steps incomplete by shedding") {
+  // The slow network of the first case, every step of it shed but the last two.
+  auto start = run_start("r1", 16);
+  std::vector<Record> rows{start};
+  int64_t t = kT0;
+  auto per_rank = [&](int32_t, int64_t s) {
+    RankStep p;
+    if (s >= 20) p.comm_ms = 1000;
+    return p;
+  };
+  for (auto& r : joined_steps(start, 1, 60, per_rank, &t)) rows.push_back(r);
+  OperatorRun whole, shed;
+  run_operator(*make_operator("comm_bottleneck"), rows, &whole);
+  run_operator(*make_operator("comm_bottleneck"), mark_shed(rows, 20, 58), &shed);
+  CHECK(whole.alerts("comm_bottleneck").size() == 1);
+  CHECK(shed.alerts("comm_bottleneck").empty());  // two judged slow steps are not persist_k of them
+}

@@ -126,3 +126,13 @@ TEST_CASE("data_starvation judges ranks, not the run's mean ratio") {
   CHECK(*alerts[0].rank == 40);
   CHECK(attr(alerts[0], "job_data_wait_ratio") < 0.02);
 }
+
+TEST_CASE("data_starvation skips steps incomplete by shedding") {
+  StarvationCase c{"slow shard read by two ranks", {3, 11}, range(20, 60), 30, {22}, {20}, ""};
+  auto rows = starvation_rows(c);
+  OperatorRun whole, shed;
+  run_operator(*make_operator("data_starvation"), rows, &whole);
+  run_operator(*make_operator("data_starvation"), mark_shed(rows, 20, 58), &shed);
+  CHECK(whole.alerts("data_starvation").size() == 1);
+  CHECK(shed.alerts("data_starvation").empty());  // two judged starved steps are not persist_k of them
+}

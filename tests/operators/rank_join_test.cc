@@ -436,3 +436,132 @@ TEST_CASE("rank_join rejects invalid storm parameters") {
         "test.yaml:7:20: error: invalid value for 'max_step_jump': must be at least 0.000000, got -1 (in "
         "operators.op.max_step_jump)");
 }
+
+namespace {
+
+// Runs `def` over `rows` as run_operator does, except that the rows `shed`
+// selects are dropped on the way and reported to the operator, one
+// ShedReport per distinct event time and priority, before the rows of that
+// time (so before the watermark that would have released them), as the
+// runtime delivers them.
+template <class Pred>
+void run_shedding(const ops::OperatorDef& def, std::vector<Record> rows, Pred shed, OperatorRun* run) {
+  std::sort(rows.begin(), rows.end(), [](const Record& a, const Record& b) { return compare_canonical(a, b) < 0; });
+  runtime::OperatorContext ctx{"op", 0, 1, &run->dead, &run->counters};
+  auto op = def.open(ctx);
+  int64_t floor = runtime::kBeginningOfTime;
+  size_t i = 0;
+  while (i < rows.size()) {
+    int64_t t = rows[i].time_ns;
+    runtime::Emitter<Record> out(&run->out, floor);
+    size_t end = i;
+    while (end < rows.size() && rows[end].time_ns == t) ++end;
+    for (int pr = 0; pr < runtime::kPriorities; ++pr) {
+      std::optional<runtime::ShedReport<Record>> rep;
+      for (size_t k = i; k < end; ++k) {
+        if (!shed(rows[k]) || static_cast<int>(rows[k].priority()) != pr) continue;
+        if (!rep) rep = runtime::ShedReport<Record>{.sample = rows[k], .priority = pr, .first_ns = t, .last_ns = t};
+        ++rep->rows;
+        rep->kinds |= 1u << static_cast<unsigned>(rows[k].kind());
+      }
+      if (rep) op->on_shed(*rep, out);
+    }
+    for (; i < end; ++i) {
+      if (!shed(rows[i])) op->process(rows[i], out);
+    }
+    op->on_watermark(t + 1, out);
+    floor = t + 1;
+  }
+  runtime::Emitter<Record> out(&run->out, floor);
+  op->on_watermark(runtime::kEndOfTime, out);
+  op->finish(out);
+}
+
+}  // namespace
+
+TEST_CASE("rank_join: steps whose reports were shed raise nothing; one telemetry_shed per run and minute") {
+  // 64 ranks, a step every 2 s from kT0 + 3 s: step 10 at 21 s, step 20 at 41 s, step 30 at 61 s.
+  std::vector<Record> rows{run_start("r1", 64)};
+  for (int64_t s = 1; s <= 40; ++s) {
+    int64_t t = kT0 + kSec + 2 * kSec * s;
+    for (int32_t r = 0; r < 64; ++r) {
+      if (s >= 35 && s <= 37 && r == 3) continue;  // really missing, far from any shedding
+      rows.push_back(step("r1", r, s, 1900, t + r));
+    }
+  }
+  auto shed = [](const Record& r) {
+    if (r.kind() != Kind::kStep) return false;
+    const Step& s = r.as<Step>();
+    // Three steps each, so that the ranks are still silent at the first one's deadline.
+    auto in = [&](int64_t from) { return s.step >= from && s.step < from + 3; };
+    return (in(10) && s.rank < 40) ||                 // a stall, if it were believed
+           (in(20) && s.rank >= 8 && s.rank < 16) ||  // node-1, lost
+           (in(30) && s.rank == 5);                   // one rank missing
+  };
+  auto def = make_operator("rank_join", "timeout: 5s");
+
+  SUBCASE("without the reports the same gaps are a stall, a lost node and a missing rank") {
+    std::vector<Record> kept;
+    for (const auto& r : rows) {
+      if (!shed(r)) kept.push_back(r);
+    }
+    OperatorRun run;
+    run_operator(*def, kept, &run);
+    CHECK(run.alerts("job_stalled").size() == 1);
+    CHECK(run.alerts("node_unreachable").size() == 1);
+    CHECK(run.alerts("rank_missing").size() == 2);  // rank 5 at step 30, rank 3 at step 35
+    CHECK(run.alerts("telemetry_shed").empty());
+  }
+
+  SUBCASE("with them, the steps concerned are marked and only the real gap is an alert") {
+    OperatorRun run;
+    run_shedding(*def, rows, shed, &run);
+    CHECK(run.alerts("job_stalled").empty());
+    CHECK(run.alerts("node_unreachable").empty());
+    auto missing = run.alerts("rank_missing");
+    REQUIRE(missing.size() == 1);
+    CHECK(*missing[0].rank == 3);
+    CHECK(*missing[0].step == 35);
+    auto steps = run.steps();
+    REQUIRE(steps.size() == 40);
+    for (const auto* s : steps) {
+      CAPTURE(s->step);
+      bool marked =
+          (s->step >= 10 && s->step <= 12) || (s->step >= 20 && s->step <= 22) || (s->step >= 30 && s->step <= 32);
+      CHECK(s->shed == marked);
+      CHECK(s->timed_out == (marked || (s->step >= 35 && s->step <= 37)));
+    }
+    CHECK(steps[9]->missing.size() == 40);
+    CHECK(steps[19]->missing == std::vector<int32_t>{8, 9, 10, 11, 12, 13, 14, 15});
+    CHECK(steps[29]->missing == std::vector<int32_t>{5});
+    // Minute 0 held steps 10-12 and 20-22 (120 + 24 rows), minute 1 steps 30-32 (3 rows).
+    auto info = run.alerts("telemetry_shed");
+    REQUIRE(info.size() == 2);
+    CHECK(info[0].severity == Severity::kInfo);
+    CHECK(info[0].run_id.str() == "r1");
+    CHECK(info[0].time_ns == kT0 + 60 * kSec);  // the end of the minute
+    CHECK(attr(info[0], "rows") == 144);
+    CHECK(attr(info[0], "shed_p1") == 144);
+    CHECK(attr(info[0], "shed_p0") == 0);
+    CHECK(attr(info[0], "shed_p2") == 0);
+    CHECK(attr(info[0], "shed_p3") == 0);
+    CHECK(info[0].summary.find("TELEMETRY SHED") == 0);
+    CHECK(info[1].time_ns == kT0 + 120 * kSec);
+    CHECK(attr(info[1], "rows") == 3);
+    CHECK(attr(info[1], "shed_p1") == 3);
+    CHECK(info[0].alert_id != info[1].alert_id);
+  }
+
+  SUBCASE("a run_end raises what is counted at once") {
+    rows.push_back(Record{kT0 + 90 * kSec, {}, RunEnd{}});
+    auto& end = std::get<RunEnd>(rows.back().body);
+    end.run_id = Symbol::intern("r1");
+    end.set_present(RunEnd::F::run_id);
+    OperatorRun run;
+    run_shedding(*def, rows, shed, &run);
+    auto info = run.alerts("telemetry_shed");
+    REQUIRE(info.size() == 2);
+    CHECK(info[1].time_ns == kT0 + 90 * kSec);
+    CHECK(attr(info[1], "rows") == 3);
+  }
+}

@@ -176,3 +176,20 @@ TEST_CASE("straggler: many ranks with frequent one-step pauses raise nothing; a 
   CHECK(*alerts[0].step <= 204);
   CHECK(alerts[0].summary.find("of the last 5 steps, since step 200") != std::string::npos);
 }
+
+TEST_CASE("straggler skips steps incomplete by shedding") {
+  // Rank 13 works 2x from step 10: an alert at step 12 when the steps are whole.
+  auto work = [](int32_t r, int64_t s) { return r == 13 && s >= 10 ? 3800.0 : 1900.0 + 7 * ((r * 31 + s * 17) % 11); };
+  OperatorRun joined;
+  run_operator(*make_operator("rank_join"), sync_steps("r1", 32, 50, work), &joined);
+  auto marked = mark_shed(joined.out, 11, 40);  // as if the collector had shed reports of these steps
+  OperatorRun whole, shed;
+  run_operator(*make_operator("straggler", "persist_k: 3"), joined.out, &whole);
+  run_operator(*make_operator("straggler", "persist_k: 3"), marked, &shed);
+  REQUIRE(whole.alerts("straggler").size() == 1);
+  CHECK(*whole.alerts("straggler")[0].step == 12);
+  // Steps 11..40 are not judged: step 10's slowness has left the window by then, so 41, 42 and 43 make three in five.
+  auto alerts = shed.alerts("straggler");
+  REQUIRE(alerts.size() == 1);
+  CHECK(*alerts[0].step == 43);
+}

@@ -308,4 +308,17 @@ inline double attr(const Alert& a, const std::string& key) {
   return NAN;
 }
 
+// `rows` with the step records of steps `from`..`to` marked incomplete by
+// shedding (StepRecord::shed), as rank_join emits them when the collector
+// shed reports of those steps.
+inline std::vector<Record> mark_shed(std::vector<Record> rows, int64_t from, int64_t to) {
+  for (auto& r : rows) {
+    if (r.kind() != Kind::kStepRecord || r.step_record().step < from || r.step_record().step > to) continue;
+    auto rec = std::make_shared<StepRecord>(r.step_record());
+    rec->shed = true;
+    r.body = std::shared_ptr<const StepRecord>(std::move(rec));
+  }
+  return rows;
+}
+
 }  // namespace runlens::testing

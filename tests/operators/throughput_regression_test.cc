@@ -157,3 +157,26 @@ TEST_CASE("throughput_regression rejects inconsistent parameters") {
         "test.yaml:7:22: error: invalid value for 'throughput_drop': must be at most 0.990000, got 1.5 (in "
         "operators.op.throughput_drop)");
 }
+
+TEST_CASE("throughput_regression skips step stats incomplete by shedding") {
+  // Steps 40.. lost half their ranks' reports to shedding: half the tokens, not a drop.
+  ThroughputCase c{"shed", [](int64_t) { return Shape{}; }, false, {}};
+  auto rows = stats_rows(c);
+  auto halved = rows, marked = rows;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StepStats& s = rows[i].step_stats();
+    if (s.step < 40) continue;
+    auto half = std::make_shared<StepStats>(s);
+    half->tokens /= 2;
+    half->tokens_per_s = *half->tokens_per_s / 2;
+    halved[i].body = std::shared_ptr<const StepStats>(half);
+    auto shed = std::make_shared<StepStats>(*half);
+    shed->shed = true;
+    marked[i].body = std::shared_ptr<const StepStats>(shed);
+  }
+  OperatorRun unmarked, run;
+  run_operator(*make_operator("throughput_regression"), halved, &unmarked);
+  run_operator(*make_operator("throughput_regression"), marked, &run);
+  CHECK(unmarked.alerts("throughput_drop").size() == 1);  // or the test shows nothing
+  CHECK(run.alerts().empty());
+}

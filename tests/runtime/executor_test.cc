@@ -264,6 +264,7 @@ struct Config {
   int64_t queue_capacity = 65536;
   rt::OverflowPolicy overflow = rt::OverflowPolicy::kBlock;
   int64_t idle_timeout_ns = 30'000'000'000;
+  int64_t backpressure_ns = 0;  // `shed` sheds at once unless a test asks for backpressure
 };
 
 rt::ExecutorOptions options(const Config& c, rt::DeadLetterSink* dead) {
@@ -273,6 +274,7 @@ rt::ExecutorOptions options(const Config& c, rt::DeadLetterSink* dead) {
   o.queue_capacity = c.queue_capacity;
   o.overflow = c.overflow;
   o.idle_timeout_ns = c.idle_timeout_ns;
+  o.backpressure_ns = c.backpressure_ns;
   o.dead_letters = dead;
   return o;
 }
@@ -979,6 +981,225 @@ TEST_CASE("shed overflow under load: counters add up and the run ends, with 1 an
       CHECK(kept[p] * offered[p - 1] <= kept[p - 1] * offered[p]);
     }
   }
+}
+
+// --- shed reports and backpressure ---------------------------------------------------
+
+// What a partition was told, in order: rows, shed reports and watermarks.
+struct Told {
+  enum What { kRow, kShed, kWatermark } what;
+  Row row;                       // kRow: the row; kShed: the report's sample
+  rt::ShedReport<Row> report{};  // kShed
+  int64_t watermark = 0;         // kWatermark
+};
+
+// Gated, and logs every call of the runtime.
+class GatedTold final : public rt::Operator<Row> {
+ public:
+  GatedTold(Signal* entered, Signal* gate, Log<Told>* log) : entered_(entered), gate_(gate), log_(log) {}
+  void process(const Row& r, rt::Emitter<Row>&) override {
+    if (r.key == kPlugKey) {
+      entered_->set();
+      gate_->wait();
+      return;
+    }
+    log_->add(Told{Told::kRow, r});
+  }
+  void on_shed(const rt::ShedReport<Row>& rep, rt::Emitter<Row>&) override {
+    log_->add(Told{Told::kShed, rep.sample, rep});
+  }
+  void on_watermark(int64_t w, rt::Emitter<Row>&) override { log_->add(Told{Told::kWatermark, Row{}, {}, w}); }
+
+ private:
+  Signal* entered_;
+  Signal* gate_;
+  Log<Told>* log_;
+};
+
+struct ShedRun {
+  std::vector<Row> pushed;
+  std::vector<Told> told;
+  rt::CounterSnapshot counters;
+};
+
+// Plugs a one-partition operator keyed by Row::key, pushes `rows` one per
+// push while it is plugged (queue capacity 4), then opens the gate.
+ShedRun run_plugged(const std::vector<Row>& rows, int threads, int64_t backpressure_ns = 0) {
+  Signal entered, gate;
+  Log<Told> log;
+  std::atomic<bool> plug_stuck{false};
+  Harness h(Config{.threads = threads,
+                   .lateness_ns = 0,
+                   .queue_capacity = 4,
+                   .overflow = rt::OverflowPolicy::kShed,
+                   .backpressure_ns = backpressure_ns});
+  h.source("src",
+           [&](rt::SourceOutput<Row>& out) {
+             std::vector<Row> b = {Row{0, kPlugKey, kData, 0, -1}};
+             out.push(b);
+             b = {Row{1, kPlugKey + 1, kData, 0, -2}};
+             out.push(b);
+             if (!entered.wait()) plug_stuck = true;
+             for (const auto& r : rows) {
+               b = {r};
+               out.push(b);
+             }
+             gate.set();
+           })
+      .op("gated", {"src"},
+          keyed([&](const rt::OperatorContext&) { return std::make_unique<GatedTold>(&entered, &gate, &log); }),
+          mask(kData), 1);
+  h.run();
+  REQUIRE_FALSE(plug_stuck.load());
+  return ShedRun{rows, log.items(), h.counters("gated")};
+}
+
+TEST_CASE("shed reports: what was dropped, by key and priority, before the watermark that would release it") {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<Row> rows;
+    int n = 6 + static_cast<int>(rng() % 30);
+    for (int i = 0; i < n; ++i) {
+      rows.push_back(Row{10 + i, rng() % 3, kData, static_cast<int>(rng() % 4), i});
+    }
+    for (int threads : {1, 4}) {
+      CAPTURE(round);
+      CAPTURE(threads);
+      ShedRun r = run_plugged(rows, threads);
+      std::set<int64_t> survived;
+      for (const auto& t : r.told) {
+        if (t.what == Told::kRow && t.row.key != kPlugKey + 1) survived.insert(t.row.value);
+      }
+      // Expected: the dropped rows grouped by (key, priority).
+      struct Group {
+        int64_t rows = 0, first = INT64_MAX, last = INT64_MIN;
+      };
+      std::map<std::pair<uint64_t, int>, Group> want, got;
+      std::array<uint64_t, 4> dropped{};
+      for (const auto& row : rows) {
+        if (survived.count(row.value)) continue;
+        Group& g = want[{row.key, row.priority}];
+        ++g.rows, g.first = std::min(g.first, row.time_ns), g.last = std::max(g.last, row.time_ns);
+        ++dropped[static_cast<size_t>(row.priority)];
+      }
+      CHECK(r.counters.dropped == dropped);
+      int64_t last_watermark = rt::kBeginningOfTime;
+      for (const auto& t : r.told) {
+        if (t.what == Told::kWatermark) last_watermark = t.watermark;
+        if (t.what != Told::kShed) continue;
+        const auto& rep = t.report;
+        CAPTURE(rep.first_ns);
+        // Before any watermark that passes its rows.
+        CHECK(last_watermark <= rep.first_ns);
+        CHECK(rep.rows > 0);
+        CHECK(rep.first_ns <= rep.last_ns);
+        CHECK(rep.kinds == mask(kData));
+        CHECK_FALSE(rep.broadcast);
+        // The sample is the earliest dropped row of the report's key and priority.
+        CHECK(rep.sample.time_ns == rep.first_ns);
+        CHECK(rep.sample.priority == rep.priority);
+        CHECK(survived.count(rep.sample.value) == 0);
+        Group& g = got[{rep.sample.key, rep.priority}];
+        g.rows += rep.rows, g.first = std::min(g.first, rep.first_ns), g.last = std::max(g.last, rep.last_ns);
+      }
+      REQUIRE(got.size() == want.size());
+      for (const auto& [k, g] : want) {
+        CAPTURE(k.first);
+        CAPTURE(k.second);
+        CHECK(got[k].rows == g.rows);
+        CHECK(got[k].first == g.first);
+        CHECK(got[k].last == g.last);
+      }
+    }
+  }
+}
+
+TEST_CASE("shed overflow: P0 is never dropped while anything less important is queued") {
+  // While the operator is plugged every earlier push is queued or dropped, so
+  // a dropped P0 row means every less important row pushed before it was dropped.
+  std::mt19937_64 rng(3);
+  int p0_dropped = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::vector<Row> rows;
+    int n = 10 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      rows.push_back(Row{10 + i, 0, kData, rng() % 3 == 0 ? static_cast<int>(rng() % 4) : 0, i});
+    }
+    CAPTURE(round);
+    ShedRun r = run_plugged(rows, 2);
+    std::set<int64_t> survived;
+    for (const auto& t : r.told) {
+      if (t.what == Told::kRow) survived.insert(t.row.value);
+    }
+    for (const auto& row : rows) {
+      if (row.priority != 0 || survived.count(row.value)) continue;
+      ++p0_dropped;
+      for (const auto& before : rows) {
+        if (before.value >= row.value) break;
+        CAPTURE(before.value);
+        if (before.priority > 0) CHECK(survived.count(before.value) == 0);
+      }
+    }
+  }
+  CHECK(p0_dropped > 0);  // or the rule was never tested
+}
+
+TEST_CASE("backpressure: a full inbox holds the source back for at most the bound, then sheds") {
+  std::vector<Row> rows;
+  for (int i = 0; i < 5; ++i) rows.push_back(Row{10 + i, 0, kData, 1, i});  // the 5th does not fit
+  auto started = std::chrono::steady_clock::now();
+  ShedRun r = run_plugged(rows, 2, 300'000'000);
+  auto took = std::chrono::steady_clock::now() - started;
+  CHECK(took >= 300ms);
+  CHECK(r.counters.dropped == std::array<uint64_t, 4>{0, 1, 0, 0});
+  int reports = 0;
+  for (const auto& t : r.told) reports += t.what == Told::kShed;
+  CHECK(reports == 1);
+}
+
+TEST_CASE("backpressure: room made within the bound drops nothing") {
+  Signal entered, gate;
+  Log<Told> log;
+  std::atomic<bool> plug_stuck{false};
+  std::atomic<int64_t> waited_ms{0};
+  Harness h(Config{.threads = 2,
+                   .lateness_ns = 0,
+                   .queue_capacity = 4,
+                   .overflow = rt::OverflowPolicy::kShed,
+                   .backpressure_ns = 20'000'000'000});
+  std::thread opener;
+  h.source("src",
+           [&](rt::SourceOutput<Row>& out) {
+             std::vector<Row> b = {Row{0, kPlugKey, kData, 0, -1}};
+             out.push(b);
+             b = {Row{1, kPlugKey + 1, kData, 0, -2}};
+             out.push(b);
+             if (!entered.wait()) plug_stuck = true;
+             for (int i = 0; i < 4; ++i) {
+               b = {Row{10 + i, 0, kData, 3, i}};
+               out.push(b);
+             }
+             opener = std::thread([&] {
+               std::this_thread::sleep_for(100ms);
+               gate.set();
+             });
+             auto t0 = std::chrono::steady_clock::now();
+             b = {Row{20, 0, kData, 3, 4}};  // waits for room instead of shedding
+             out.push(b);
+             waited_ms =
+                 std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+           })
+      .op("gated", {"src"},
+          keyed([&](const rt::OperatorContext&) { return std::make_unique<GatedTold>(&entered, &gate, &log); }),
+          mask(kData), 1);
+  h.run();
+  opener.join();
+  REQUIRE_FALSE(plug_stuck.load());
+  CHECK(waited_ms.load() >= 90);
+  CHECK(h.counters("gated").dropped_total() == 0);
+  int rows = 0;
+  for (const auto& t : log.items()) rows += t.what == Told::kRow && t.row.key == 0;
+  CHECK(rows == 5);
 }
 
 // ==================================================================================

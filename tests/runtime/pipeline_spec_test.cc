@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/executor.h"
+
 namespace rt = runlens::runtime;
 
 namespace {
@@ -252,6 +254,8 @@ TEST_CASE("each class of pipeline error is reported at its file:line:col with th
       {"bad overflow policy", "settings:\n  overflow: drop\n" SRC, 2, 13, "settings.overflow",
        "expected one of block, shed, got 'drop'"},
       {"negative lateness", "settings:\n  lateness: -1s\n" SRC, 2, 13, "settings.lateness", "expected a duration"},
+      {"bad backpressure", "settings:\n  backpressure: soon\n" SRC, 2, 17, "settings.backpressure",
+       "expected a duration"},
       {"zero queue capacity", "settings:\n  queue_capacity: 0\n" SRC, 2, 19, "settings.queue_capacity",
        "must be at least 1"},
       {"settings not a mapping", "settings: fast\n" SRC, 1, 11, "settings", "expected a mapping"},
@@ -380,6 +384,8 @@ TEST_CASE("settings are parsed, and defaulted when absent") {
   CHECK(defaults.idle_timeout_ns == want.idle_timeout_ns);
   CHECK(defaults.queue_capacity == want.queue_capacity);
   CHECK(defaults.overflow == rt::OverflowPolicy::kBlock);
+  CHECK(defaults.backpressure_ns == 1'000'000'000);
+  CHECK(defaults.backpressure_ns == rt::ExecutorOptions{}.backpressure_ns);
   CHECK(defaults.batch_size == want.batch_size);
   CHECK(defaults.dead_letter.empty());
 
@@ -389,6 +395,7 @@ TEST_CASE("settings are parsed, and defaulted when absent") {
                "  idle_timeout: 2m\n"
                "  queue_capacity: 16\n"
                "  overflow: shed\n"
+               "  backpressure: 250ms\n"
                "  batch_size: 7\n"
                "  dead_letter: ${OUT}/dead.jsonl\n" SRC)
                .settings;
@@ -396,6 +403,7 @@ TEST_CASE("settings are parsed, and defaulted when absent") {
   CHECK(s.idle_timeout_ns == 120'000'000'000);
   CHECK(s.queue_capacity == 16);
   CHECK(s.overflow == rt::OverflowPolicy::kShed);
+  CHECK(s.backpressure_ns == 250'000'000);
   CHECK(s.batch_size == 7);
   CHECK(s.dead_letter == "/out/dead.jsonl");
   CHECK(s.where.line == 2);
