@@ -33,6 +33,9 @@ void add_pipeline_flags(CLI::App* sub, PipelineFlags* flags) {
   add_pipeline_store_option(sub, &flags->store);
   sub->add_option("--threads", flags->threads, "Worker threads (default: all cores)");
   sub->add_option("--set", flags->sets, "Set a pipeline variable, KEY=VALUE (repeatable)");
+  sub->add_option("--counters-json", flags->counters_json,
+                  "At exit, write every node's counters (rows, drops by priority, queue peak, sink latency) to FILE, "
+                  "one JSON object per line");
 }
 
 runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const PipelineFlags& flags,
@@ -44,7 +47,8 @@ runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const Pi
   return load_pipeline(flags.pipeline, vars);
 }
 
-int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool replay, bool quiet, bool strict) {
+int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool replay, bool quiet, bool strict,
+               const std::string& counters_json) {
   Engine engine(std::move(spec), options);
   std::atomic<bool> done{false};
   std::thread watcher([&] {
@@ -67,6 +71,16 @@ int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool re
   done.store(true);
   watcher.join();
   if (!quiet) print_summary(summary, replay);
+  if (!counters_json.empty()) {
+    std::FILE* f = std::fopen(counters_json.c_str(), "w");
+    std::string text = runtime::counters_json(summary.counters);
+    if (f == nullptr || std::fwrite(text.data(), 1, text.size(), f) != text.size()) {
+      std::fprintf(stderr, "runlens: cannot write the counters to %s\n", counters_json.c_str());
+      if (f) std::fclose(f);
+      return kExitFailure;
+    }
+    std::fclose(f);
+  }
   if (strict && summary.dead_letters > 0) return kExitDeadLetters;
   return kExitOk;
 }

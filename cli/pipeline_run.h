@@ -17,9 +17,10 @@ struct PipelineFlags {
   std::string store;  // --store URL
   int threads = 0;
   std::vector<std::string> sets;
+  std::string counters_json;  // --counters-json FILE: the counters at exit, one JSON object per node
 };
 
-// --pipeline, --out, --store, --threads, --set.
+// --pipeline, --out, --store, --threads, --set, --counters-json.
 void add_pipeline_flags(CLI::App* sub, PipelineFlags* flags);
 
 // Loads the pipeline with its variables: --set, then RUNLENS_OUT (--out),
@@ -30,6 +31,8 @@ runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const Pi
 // Runs `spec` until the input ends or stop_requested(); prints the counters
 // unless `quiet`. Returns the exit code (kExitDeadLetters when `strict` and
 // there were dead letters).
-int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool replay, bool quiet, bool strict);
+// With `counters_json`, also writes the counters there at exit.
+int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool replay, bool quiet, bool strict,
+               const std::string& counters_json = {});
 
 }  // namespace runlens::cli

@@ -1,8 +1,59 @@
 #include "runtime/counters.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 namespace runlens::runtime {
+
+namespace {
+
+// Bucket b holds latencies in [2^(b/4), 2^((b+1)/4)) us; bucket 0 also holds
+// everything below 1 us.
+int bucket_of(int64_t ns) {
+  double us = static_cast<double>(ns) / 1000.0;
+  if (us < 1.0) return 0;
+  int b = static_cast<int>(std::floor(4.0 * std::log2(us)));
+  return std::clamp(b, 0, LatencyHistogram::kBuckets - 1);
+}
+
+// The geometric middle of a bucket, the value quoted for it.
+double bucket_value_us(int b) { return std::exp2((b + 0.5) / 4.0); }
+
+}  // namespace
+
+void LatencyHistogram::record(int64_t ns, uint64_t count) {
+  if (count == 0) return;
+  if (ns < 0) ns = 0;
+  buckets_[static_cast<size_t>(bucket_of(ns))].fetch_add(count, std::memory_order_relaxed);
+  int64_t cur = max_ns_.load(std::memory_order_relaxed);
+  while (ns > cur && !max_ns_.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
+  }
+}
+
+LatencyHistogram::Summary LatencyHistogram::summary() const {
+  std::array<uint64_t, kBuckets> b;
+  Summary s;
+  for (int i = 0; i < kBuckets; ++i) {
+    b[static_cast<size_t>(i)] = buckets_[static_cast<size_t>(i)].load(std::memory_order_relaxed);
+    s.count += b[static_cast<size_t>(i)];
+  }
+  if (s.count == 0) return s;
+  s.max_us = static_cast<double>(max_ns_.load(std::memory_order_relaxed)) / 1000.0;
+  auto quantile = [&](double q) {
+    // The smallest bucket whose cumulative count reaches q of all.
+    uint64_t need = static_cast<uint64_t>(std::ceil(q * static_cast<double>(s.count)));
+    uint64_t seen = 0;
+    for (int i = 0; i < kBuckets; ++i) {
+      seen += b[static_cast<size_t>(i)];
+      if (seen >= need && seen > 0) return std::min(bucket_value_us(i), s.max_us);
+    }
+    return s.max_us;
+  };
+  s.p50_us = quantile(0.50);
+  s.p99_us = quantile(0.99);
+  return s;
+}
 
 CounterSnapshot snapshot(const std::string& node, const std::string& type, const NodeCounters& c) {
   CounterSnapshot s;
@@ -21,6 +72,7 @@ CounterSnapshot snapshot(const std::string& node, const std::string& type, const
   s.writer_waits = c.writer.waits.load(std::memory_order_relaxed);
   s.writer_written = c.writer.written.load(std::memory_order_relaxed);
   s.writer_errors = c.writer.errors.load(std::memory_order_relaxed);
+  s.latency = c.latency.summary();
   return s;
 }
 
@@ -51,6 +103,13 @@ std::string format_counters(const std::vector<CounterSnapshot>& rows) {
         (unsigned long long)r.writer_waits, (unsigned long long)r.writer_written, (unsigned long long)r.writer_errors);
     out += line;
   }
+  for (const auto& r : rows) {
+    if (r.latency.count == 0) continue;
+    std::snprintf(line, sizeof line, "latency of %s: %llu rows, p50 %.3g ms, p99 %.3g ms, max %.3g ms\n",
+                  r.node.c_str(), (unsigned long long)r.latency.count, r.latency.p50_us / 1000, r.latency.p99_us / 1000,
+                  r.latency.max_us / 1000);
+    out += line;
+  }
   return out;
 }
 
@@ -73,6 +132,11 @@ std::string counters_json(const std::vector<CounterSnapshot>& rows) {
                     (unsigned long long)r.writer_queued, (unsigned long long)r.writer_peak,
                     (unsigned long long)r.writer_waits, (unsigned long long)r.writer_written,
                     (unsigned long long)r.writer_errors);
+      out += line;
+    }
+    if (r.latency.count > 0) {
+      std::snprintf(line, sizeof line, ",\"latency_us\":{\"count\":%llu,\"p50\":%.1f,\"p99\":%.1f,\"max\":%.1f}",
+                    (unsigned long long)r.latency.count, r.latency.p50_us, r.latency.p99_us, r.latency.max_us);
       out += line;
     }
     out += "}\n";

@@ -25,6 +25,26 @@ struct WriterCounters {
   std::atomic<uint64_t> errors{0};
 };
 
+// How long after the arrival of its input a sink handled a row: from the
+// moment the source received the batch whose watermark released the row (the
+// one that completed its evidence) to the moment the sink had processed it
+// (the zmq_pub sink publishes in process()). Log-scale buckets of a quarter
+// octave from 1 us; lock-free, updated once per released batch of rows.
+class LatencyHistogram {
+ public:
+  static constexpr int kBuckets = 128;
+  void record(int64_t ns, uint64_t count);
+  struct Summary {
+    uint64_t count = 0;
+    double p50_us = 0, p99_us = 0, max_us = 0;
+  };
+  Summary summary() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, kBuckets> buckets_{};
+  std::atomic<int64_t> max_ns_{0};
+};
+
 struct NodeCounters {
   std::atomic<uint64_t> in{0};
   std::atomic<uint64_t> out{0};
@@ -35,6 +55,7 @@ struct NodeCounters {
   std::atomic<uint64_t> queue_peak{0};      // most rows ever queued in one partition's queue
   std::atomic<uint64_t> queue_capacity{0};  // per partition
   WriterCounters writer;                    // sinks with an asynchronous writer only
+  LatencyHistogram latency;                 // sinks only: arrival of the releasing batch -> row handled
 
   void add(std::atomic<uint64_t>& c, uint64_t n) { c.fetch_add(n, std::memory_order_relaxed); }
   void raise_peak(uint64_t v) {
@@ -51,6 +72,7 @@ struct CounterSnapshot {
   std::array<uint64_t, kPriorities> dropped{};
   uint64_t queue_rows = 0, queue_peak = 0, queue_capacity = 0;
   uint64_t writer_queued = 0, writer_peak = 0, writer_waits = 0, writer_written = 0, writer_errors = 0;
+  LatencyHistogram::Summary latency;
   uint64_t dropped_total() const { return dropped[0] + dropped[1] + dropped[2] + dropped[3]; }
 };
 

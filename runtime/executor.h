@@ -14,6 +14,9 @@
 // its producers and uses their minimum; rows wait in a reorder buffer until
 // the watermark passes them and are then handed to the operator in canonical
 // order. End of input is the watermark kEndOfTime, which fires every window.
+// A watermark carries when the source received the batch it came from, so a
+// sink's NodeCounters::latency measures how long after the arrival of the
+// evidence that released them its rows were handled.
 //
 // Overflow. `block` (replay): a producer facing a full inbox first tries to
 // drain that partition itself, then waits; nothing is ever dropped. Because
@@ -220,6 +223,9 @@ class Executor {
     int priority = 0;    // for shedding: the least important row's priority
     int64_t weight = 0;  // queue units: the sum of RowTraits::weight
     int64_t watermark = kBeginningOfTime;
+    // Watermarks: when the source received the batch this watermark came
+    // from (steady clock, ns); 0 when it came from no batch (idle, end of input).
+    int64_t arrival_ns = 0;
     std::vector<R> rows;
     // Rows shed from this message (or in its place), for the consumer's
     // on_shed, with each report's key of the consumer (grouping).
@@ -246,6 +252,7 @@ class Executor {
     std::vector<int64_t> producer_wm;  // by slot
     int64_t input_wm = kBeginningOfTime;
     int64_t forwarded_wm = kBeginningOfTime;
+    int64_t arrival_ns = 0;  // of the watermark message being handled
     bool finished = false;
     std::vector<R> pending;  // reorder buffer: rows not yet released by the watermark
     std::vector<R> emitted;
@@ -350,7 +357,7 @@ class Executor {
       node_->counters.add(node_->counters.in, rows.size() + late);
       node_->counters.add(node_->counters.out, rows.size());
       ex_->route(node_, node_->producer_base, rows);
-      ex_->send_watermark(node_, node_->producer_base, watermark_);
+      ex_->send_watermark(node_, node_->producer_base, watermark_, steady_ns());
     }
 
     void idle() override {
@@ -502,13 +509,19 @@ class Executor {
     rows.clear();
   }
 
-  void send_watermark(Node* from, int producer, int64_t wm) {
+  static int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+
+  void send_watermark(Node* from, int producer, int64_t wm, int64_t arrival_ns = 0) {
     for (Node* to : from->consumers) {
       for (auto& p : to->parts) {
         Msg m;
         m.is_watermark = true;
         m.producer = producer;
         m.watermark = wm;
+        m.arrival_ns = arrival_ns;
         deliver(p.get(), std::move(m));
       }
     }
@@ -745,6 +758,7 @@ class Executor {
     int64_t wm = *std::min_element(p->producer_wm.begin(), p->producer_wm.end());
     if (wm <= p->input_wm) return;
     p->input_wm = wm;
+    p->arrival_ns = m.arrival_ns;
     advance(p, wm);
   }
 
@@ -775,6 +789,9 @@ class Executor {
     p->emitted.clear();
     Emitter<R> out(&p->emitted, p->forwarded_wm);
     for (const Ref& r : p->order) p->op->process(*r.row, out);
+    // A sink has handled (published, written) the rows this watermark released.
+    if (node->consumers.empty() && p->arrival_ns != 0 && !p->order.empty())
+      node->counters.latency.record(steady_ns() - p->arrival_ns, p->order.size());
     if (p->order.size() == p->pending.size()) {
       p->pending.clear();
     } else {
@@ -796,7 +813,7 @@ class Executor {
     int producer = node->producer_base + p->index;
     route(node, producer, p->emitted);
     p->forwarded_wm = wm;
-    send_watermark(node, producer, wm);
+    send_watermark(node, producer, wm, p->arrival_ns);
   }
 
   ExecutorOptions opts_;

@@ -126,3 +126,36 @@ TEST_CASE("counters_json writes one JSON object per node") {
 }
 
 }  // namespace
+
+TEST_CASE("the latency histogram's quantiles and maximum are those of what it recorded, within a bucket") {
+  rt::NodeCounters c;
+  CHECK(c.latency.summary().count == 0);
+  CHECK(rt::counters_json({rt::snapshot("n", "t", c)}).find("latency_us") == std::string::npos);
+  // 98 rows handled 1 ms after their evidence arrived, one at 5 ms, one at 100 ms.
+  c.latency.record(1'000'000, 98);
+  c.latency.record(5'000'000, 1);
+  c.latency.record(100'000'000, 1);
+  auto s = rt::snapshot("alert_stream", "zmq_pub", c).latency;
+  CHECK(s.count == 100);
+  // A bucket is a quarter octave wide: a value is quoted within 19 % of what was recorded.
+  CHECK(s.p50_us == doctest::Approx(1000).epsilon(0.19));
+  CHECK(s.p99_us == doctest::Approx(5000).epsilon(0.19));
+  CHECK(s.max_us == 100000);
+  // A quantile is never quoted above the maximum.
+  rt::NodeCounters one;
+  one.latency.record(1'500'000, 1);
+  auto o = one.latency.summary();
+  CHECK(o.p50_us <= o.max_us);
+  CHECK(o.p99_us == o.max_us);
+  // Below a microsecond (and negative, a clock oddity) lands in the first bucket.
+  rt::NodeCounters tiny;
+  tiny.latency.record(-5, 1);
+  tiny.latency.record(300, 1);
+  CHECK(tiny.latency.summary().count == 2);
+  CHECK(tiny.latency.summary().p99_us < 1.2);
+  std::string json = rt::counters_json({rt::snapshot("alert_stream", "zmq_pub", c)});
+  CHECK(json.find(R"("latency_us":{"count":100,"p50":)") != std::string::npos);
+  CHECK(json.find(R"("max":100000.0})") != std::string::npos);
+  std::string table = rt::format_counters({rt::snapshot("alert_stream", "zmq_pub", c)});
+  CHECK(table.find("latency of alert_stream: 100 rows, p50 ") != std::string::npos);
+}

@@ -1,0 +1,273 @@
+#!/usr/bin/env python3
+"""How soon an alert follows its evidence, live (issue 12; docs/performance.md).
+
+Starts `runlens run` (the default pipeline) on loopback ports chosen now, a
+subscriber on its alert stream (ZeroMQ SUB, in this process), and SDK emitters
+for --ranks ranks multiplexed into at most --procs worker processes (so that 2
+cores measure runlens, not the scheduler). The ranks step every --period-ms,
+in lockstep on the wall clock, for --steps steps:
+
+  * --slow ranks are stragglers in bursts: each is slow (3x its work time)
+    for 4 steps, then well for 8, its phase staggered, so a straggler alert
+    opens, re-arms and opens again many times per run;
+  * rank 0 reports a NaN loss at the last step, and every rank then closes
+    (run_end from rank 0), the way a diverging job ends.
+
+Two figures per configuration, over --repeat runs:
+
+  collector  from the arrival of the batch whose watermark completed an
+             alert's evidence to its publication on the alert stream: the
+             zmq_pub sink's latency histogram (`runlens run --counters-json`),
+             every alert of the run;
+  end to end from the SDK's emit of the tipping report (for a straggler: the
+             last rank's report of the step the alert names; for nan_loss: the
+             NaN's train event) to the subscriber's receipt, on one host and
+             one clock. Alerts re-published as revisions are not counted again.
+
+  PYTHONPATH=build/python /usr/bin/python3 bench/alert_latency.py --ranks 64 1024 --flush-ms 50 10 --repeat 3
+"""
+import argparse
+import json
+import math
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import zmq
+
+SLOW_ON, SLOW_OFF = 4, 8  # a slow rank's burst: slow steps, then well steps
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def is_slow(rank, step, slow_ranks):
+    """Whether `rank` is slow at `step`: slow ranks 1..slow, in staggered bursts."""
+    if not 1 <= rank <= slow_ranks:
+        return False
+    phase = (step + 3 * rank) % (SLOW_ON + SLOW_OFF)
+    return step >= 10 and phase < SLOW_ON
+
+
+# --- worker: the emitters of a range of ranks ------------------------------------------------
+
+
+def worker(args):
+    import runlens
+
+    lo, hi = (int(x) for x in args.worker.split(":"))
+    ems = {}
+    for r in range(lo, hi):
+        ems[r] = runlens.Emitter(args.endpoint, run_id=args.run_id, rank=r, world_size=args.world,
+                                 node=f"node-{r // 8:04d}", gpu=r % 8, flush_interval_ms=args.flush_ms,
+                                 close_timeout=5.0)
+    emitted = {}  # step -> latest emit wall time (ns) of this process's reports of it
+    nan_emit = None
+    period = args.period_ms / 1000.0
+    for step in range(args.steps):
+        # Lockstep: step `step` ends at t0 + (step + 1) * period on every process.
+        end = args.t0 + (step + 1) * period
+        delay = end - time.time()
+        if delay > 0:
+            time.sleep(delay)
+        for r, em in ems.items():
+            slow = is_slow(r, step, args.slow)
+            work = 240.0 if slow else 80.0
+            em.emit("step", step=step, step_ms=work + 10.0, comm_ms=6.0, data_wait_ms=4.0, tokens=4096)
+            last = step == args.steps - 1
+            if r == 0:
+                em.emit("train", step=step, loss=float("nan") if last else 2.0 - 0.001 * step, lr=1e-3,
+                        grad_norm=0.5)
+                if last:
+                    nan_emit = time.time_ns()
+        emitted[step] = time.time_ns()
+    for em in ems.values():
+        em.close(status="failed", reason="loss is NaN")
+    with open(args.out, "w") as f:
+        json.dump({"emitted": emitted, "nan_emit": nan_emit}, f)
+
+
+# --- the collector and the subscriber ---------------------------------------------------------
+
+
+class Subscriber:
+    def __init__(self, endpoint):
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.SUB)
+        self.sock.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+        self.alerts = []  # (receipt wall ns, alert)
+        self.stop = False
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        while not self.stop:
+            if not poller.poll(50):
+                continue
+            while True:
+                try:
+                    parts = self.sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self.alerts.append((time.time_ns(), json.loads(parts[-1])))
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+        self.ctx.term()
+
+
+def one_run(args, ranks, flush_ms, tmp):
+    listen, publish = free_port(), free_port()
+    out = tempfile.mkdtemp(dir=tmp)
+    counters = os.path.join(out, "counters.json")
+    env = dict(os.environ)
+    collector = subprocess.Popen(
+        [args.binary, "run", "--out", out, "--quiet", "--counters-json", counters, "--threads", str(args.threads),
+         "--set", f"RUNLENS_LISTEN=tcp://127.0.0.1:{listen}", "--set", f"RUNLENS_PUBLISH=tcp://127.0.0.1:{publish}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(out, "run.log"), "w"))
+    workers = []
+    sub = None
+    try:
+        sub = Subscriber(f"tcp://127.0.0.1:{publish}")
+        time.sleep(1.0)  # the collector binds, the subscriber connects
+        procs = min(args.procs, ranks)
+        t0 = time.time() + 1.0 + 0.002 * ranks  # every emitter connected before the first step
+        run_id = f"latency-{ranks}-{flush_ms:g}-{int(t0)}"
+        for i in range(procs):
+            lo, hi = ranks * i // procs, ranks * (i + 1) // procs
+            path = os.path.join(out, f"worker-{i}.json")
+            cmd = [sys.executable, __file__, "--worker", f"{lo}:{hi}", "--endpoint", f"tcp://127.0.0.1:{listen}",
+                   "--run-id", run_id, "--world", str(ranks), "--steps", str(args.steps), "--period-ms",
+                   str(args.period_ms), "--flush-ms", str(flush_ms), "--slow", str(args.slow), "--t0", repr(t0),
+                   "--out", path]
+            workers.append((subprocess.Popen(cmd, env=env), path))
+        for p, _ in workers:
+            p.wait(timeout=args.steps * args.period_ms / 1000 + 120)
+        # The NaN at the last step must arrive without waiting for the idle timeout (30 s).
+        deadline = time.time() + 5.0
+        while time.time() < deadline and not any(a["kind"] == "nan_loss" for _, a in sub.alerts):
+            time.sleep(0.01)
+        time.sleep(0.2)
+    finally:
+        for p, _ in workers:
+            if p.poll() is None:
+                p.kill()
+        collector.send_signal(signal.SIGINT)
+        try:
+            collector.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            collector.kill()
+        if sub:
+            sub.close()
+    emitted, nan_emit = {}, None
+    for _, path in workers:
+        with open(path) as f:
+            w = json.load(f)
+        for step, t in w["emitted"].items():
+            emitted[int(step)] = max(emitted.get(int(step), 0), t)
+        nan_emit = nan_emit or w["nan_emit"]
+    e2e = {"straggler": [], "nan_loss": []}
+    seen = set()
+    for received, a in sub.alerts:
+        if a["alert_id"] in seen:
+            continue  # a revision
+        seen.add(a["alert_id"])
+        if a["kind"] == "straggler" and a.get("step") in emitted:
+            e2e["straggler"].append((received - emitted[a["step"]]) / 1e6)
+        elif a["kind"] == "nan_loss" and nan_emit:
+            e2e["nan_loss"].append((received - nan_emit) / 1e6)
+    collector_latency = None
+    with open(counters) if os.path.exists(counters) else open(os.devnull) as f:
+        for line in f:
+            node = json.loads(line)
+            if node["type"] == "zmq_pub" and "latency_us" in node:
+                collector_latency = node["latency_us"]
+    kinds = {}
+    for _, a in sub.alerts:
+        kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
+    return {"e2e": e2e, "collector": collector_latency, "kinds": kinds}
+
+
+def quantile(xs, q):
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, max(0, math.ceil(q * len(xs)) - 1))]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", default=os.path.join(os.environ.get("RUNLENS_BUILD_DIR", "build"), "runlens"))
+    ap.add_argument("--ranks", type=int, nargs="*", default=[64, 1024])
+    ap.add_argument("--flush-ms", type=float, nargs="*", default=[50.0, 10.0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--period-ms", type=float, default=100.0)
+    ap.add_argument("--slow", type=int, default=8, help="ranks that straggle in bursts")
+    ap.add_argument("--procs", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2, help="`runlens run --threads`")
+    ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
+    # worker mode
+    ap.add_argument("--worker")
+    ap.add_argument("--endpoint")
+    ap.add_argument("--run-id")
+    ap.add_argument("--world", type=int)
+    ap.add_argument("--t0", type=float)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    if args.worker:
+        args.flush_ms = args.flush_ms[0] if isinstance(args.flush_ms, list) else args.flush_ms
+        worker(args)
+        return
+    results = []
+    with tempfile.TemporaryDirectory(prefix="runlens-latency-") as tmp:
+        for ranks in args.ranks:
+            for flush_ms in args.flush_ms:
+                runs = [one_run(args, ranks, flush_ms, tmp) for _ in range(args.repeat)]
+                strag = [x for r in runs for x in r["e2e"]["straggler"]]
+                nan = [x for r in runs for x in r["e2e"]["nan_loss"]]
+                coll = [r["collector"] for r in runs if r["collector"]]
+                row = {
+                    "ranks": ranks, "flush_ms": flush_ms, "runs": len(runs),
+                    "collector_p50_ms": statistics.median(c["p50"] for c in coll) / 1000 if coll else None,
+                    "collector_p99_ms": statistics.median(c["p99"] for c in coll) / 1000 if coll else None,
+                    "collector_max_ms": max(c["max"] for c in coll) / 1000 if coll else None,
+                    "collector_alerts": sum(c["count"] for c in coll),
+                    "straggler_n": len(strag), "straggler_p50_ms": quantile(strag, 0.5),
+                    "straggler_p99_ms": quantile(strag, 0.99), "straggler_max_ms": max(strag, default=float("nan")),
+                    "nan_n": len(nan), "nan_runs_missing": sum(1 for r in runs if not r["e2e"]["nan_loss"]),
+                    "nan_p50_ms": quantile(nan, 0.5), "nan_max_ms": max(nan, default=float("nan")),
+                    "kinds": runs[-1]["kinds"],
+                }
+                results.append(row)
+                print(f"{ranks:5d} ranks, flush_interval {flush_ms:g} ms, {len(runs)} runs:")
+                if coll:
+                    print(f"  collector (batch arrival -> published): p50 {row['collector_p50_ms']:.3f} ms, "
+                          f"p99 {row['collector_p99_ms']:.3f} ms, max {row['collector_max_ms']:.3f} ms "
+                          f"(medians over runs; {row['collector_alerts']} alerts)")
+                print(f"  end to end, straggler ({len(strag)} alerts): p50 {row['straggler_p50_ms']:.1f} ms, "
+                      f"p99 {row['straggler_p99_ms']:.1f} ms, max {row['straggler_max_ms']:.1f} ms")
+                print(f"  end to end, nan_loss at the last step ({len(nan)} of {len(runs)} runs): "
+                      f"p50 {row['nan_p50_ms']:.1f} ms, max {row['nan_max_ms']:.1f} ms")
+                print(f"  alerts of the last run by kind: {row['kinds']}", flush=True)
+    if args.json:
+        print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
