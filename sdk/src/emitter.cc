@@ -1,3 +1,4 @@
+#include <unistd.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -75,6 +77,20 @@ void StartSlot(Slot& slot, SlotKind kind, const std::optional<int64_t>& time_ns)
 
 constexpr bool NonFinite(const std::optional<double>& v) { return v && !std::isfinite(*v); }
 
+// A producer id (contract v2): the run and rank it speaks for, then what makes
+// it unique among emitters: host, process, the emitter's number in the
+// process and its start time.
+std::string ProducerId(const EmitterOptions& o) {
+  static std::atomic<uint64_t> emitters{0};
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  const auto started = std::chrono::steady_clock::now().time_since_epoch().count();
+  char unique[96];
+  std::snprintf(unique, sizeof unique, "%lld.%llu.%llx", static_cast<long long>(getpid()),
+                static_cast<unsigned long long>(emitters.fetch_add(1) + 1), static_cast<unsigned long long>(started));
+  return o.run_id + "/" + std::to_string(o.rank) + "/" + (host[0] ? host : "host") + "/" + unique;
+}
+
 }  // namespace
 
 Priority PriorityOf(const Train& t) noexcept {
@@ -112,6 +128,8 @@ class Emitter::Impl {
       rings_[i] = std::make_unique<EventRing>(std::max<uint32_t>(options_.buffer_capacity[i], 2));
     }
     wake_mask_ = std::bit_ceil(size_t{options_.batch_size}) - 1;
+    producer_ = ProducerId(options_);
+    for (auto& marks : marks_) marks.reserve(kMaxMarks);  // the exporter never allocates for them
     OpenSocket();
     if (options_.rank == 0) {
       Push(Priority::kP0, [](Slot& slot) { StartSlot(slot, SlotKind::kRunStart, std::nullopt); });
@@ -281,6 +299,43 @@ class Emitter::Impl {
     return n;
   }
 
+  // The watermark of the batch just collected (docs/sdk.md, "Progress"): the
+  // oldest event still waiting in any ring, bounded by the clock now. An
+  // event takes its clock stamp after it claims its cell, so every cell
+  // claimed after a pass read the clock (at `now`, then the ring's write
+  // position) holds an event no older than that `now`. The oldest event left
+  // in a ring is then no older than the clock of the latest pass that had
+  // not yet seen its cell claimed. Exact for clock-stamped events; an event
+  // given an explicit older time_ns can be older (late at the collector).
+  // Returns whether every ring was empty (nothing waits).
+  bool Watermark(int64_t& watermark) noexcept {
+    const int64_t now = WallClockNs();
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the clock before the write positions
+    int64_t bound = now;
+    bool empty = true;
+    for (size_t i = 0; i < kPriorities; ++i) {
+      const uint64_t written = rings_[i]->pushed();
+      const uint64_t read = rings_[i]->popped();
+      auto& marks = marks_[i];
+      if (written != read) {
+        empty = false;
+        // The latest pass whose write position is at or before the oldest cell left.
+        size_t k = 0;
+        while (k + 1 < marks.size() && marks[k + 1].written <= read) ++k;
+        if (k > 0) marks.erase(marks.begin(), marks.begin() + static_cast<long>(k));
+        bound = std::min(bound, !marks.empty() && marks[0].written <= read ? marks[0].now : watermark_);
+      } else {
+        marks.clear();
+      }
+      // Kept bounded: when full, the newest mark gives way (the older ones only ever answer lower).
+      if (marks.size() == kMaxMarks) marks.pop_back();
+      marks.push_back({written, now});
+    }
+    watermark_ = std::max(watermark_, bound);
+    watermark = watermark_;
+    return empty;
+  }
+
   // true when the pending batch is gone (sent, or dropped on a hard error).
   bool TrySendPending() noexcept {
     const auto bytes = pending_->words.asBytes();
@@ -313,6 +368,7 @@ class Emitter::Impl {
         Sleep(stopping ? std::chrono::milliseconds(2) : options_.flush_interval);
         continue;
       }
+      if (final_encoded_) break;  // the final batch is out: what came after close is dropped, counted
       size_t n = Collect(batch, counts);
       // run_end goes last, in the batch that empties the rings.
       if (stopping && run_end_wanted_ && !run_end_taken_ && n < batch.size()) {
@@ -320,20 +376,28 @@ class Emitter::Impl {
         ++counts[0];
         run_end_taken_ = true;
       }
-      if (n == 0) {
-        if (stopping) break;  // everything is out
-        Sleep(options_.flush_interval);
+      int64_t watermark = 0;
+      const bool empty = Watermark(watermark);
+      // The batch that empties the rings at close is the producer's last.
+      const bool final = stopping && empty && (!run_end_wanted_ || run_end_taken_);
+      if (n == 0 && !final) {
+        Sleep(stopping ? std::chrono::milliseconds(2) : options_.flush_interval);
         continue;
       }
       if (socket_ == nullptr) {
         Drop(counts, stopping);  // unusable endpoint: drain and count
+        if (final) break;
         continue;
       }
       try {
-        pending_ = PendingBatch{encoder_.Encode(std::span<const Slot>(batch.data(), n)), counts, n};
+        const BatchProgress progress{producer_, seq_ + 1, watermark, final};
+        pending_ = PendingBatch{encoder_.Encode(std::span<const Slot>(batch.data(), n), progress), counts, n};
+        ++seq_;
+        final_encoded_ = final;
       } catch (...) {
         send_errors_.fetch_add(1, std::memory_order_relaxed);
         Drop(counts, stopping);
+        if (final) break;
       }
     }
     Shutdown();
@@ -404,6 +468,16 @@ class Emitter::Impl {
 
   // Exporter thread only.
   std::optional<PendingBatch> pending_;
+  std::string producer_;  // set before the exporter starts
+  uint64_t seq_ = 0;      // of the last batch encoded
+  int64_t watermark_ = INT64_MIN;
+  bool final_encoded_ = false;
+  struct Mark {
+    uint64_t written;  // a ring's write position at a pass
+    int64_t now;       // the clock read just before it
+  };
+  static constexpr size_t kMaxMarks = 64;
+  std::array<std::vector<Mark>, kPriorities> marks_;
   bool run_end_taken_ = false;
   uint64_t dropped_at_close_ = 0;
   std::thread exporter_;
