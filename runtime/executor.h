@@ -310,8 +310,8 @@ class Executor {
   // its rows older than the watermark by then are late); a final batch
   // retires it. With no active producer the watermark is what the departed
   // ones promised, and once the source is silent for idle_timeout, the wall
-  // clock less idle_timeout. (A source that is not live, a replay, measures
-  // a producer's silence in event time instead: idle_by_event_time.)
+  // clock less idle_timeout. A source that is not live (a replay) has no
+  // wall clock to be silent on: its producers go idle only by a final batch.
   // Monotone always.
   class Output final : public SourceOutput<R> {
    public:
@@ -348,10 +348,7 @@ class Executor {
         ++kept;
       }
       rows.resize(kept);
-      if (from) {
-        heard(*from, *progress, now);
-        if (!live_) idle_by_event_time();
-      }
+      if (from) heard(*from, *progress, now);
       watermark_ = std::max(watermark_, candidate());
       order(rows);
       if (late) {
@@ -425,7 +422,6 @@ class Executor {
       // A promise is never taken back, and the end of time is not a
       // producer's to declare (it would end the input of every consumer).
       p.watermark = std::max(p.watermark, std::min(progress.watermark_ns, kEndOfTime - 1));
-      newest_promise_ = std::max(newest_promise_, p.watermark);
       bool was_active = p.active;
       if (progress.final) {
         p.active = false;
@@ -438,21 +434,6 @@ class Executor {
       }
       if (p.active != was_active) {
         node_->counters.producers.fetch_add(p.active ? 1 : static_cast<uint64_t>(-1), std::memory_order_relaxed);
-      }
-    }
-
-    // A replay has no wall clock to be silent on: there a producer is idle
-    // when its promise lags the newest one heard by more than idle_timeout of
-    // event time (what a producer gone silent in the recording looks like),
-    // so that it does not hold every other row until the end of input.
-    void idle_by_event_time() {
-      while (!active_.empty() && active_.begin()->first < sat_sub(newest_promise_, ex_->opts_.idle_timeout_ns)) {
-        Producer* p = active_.begin()->second;
-        active_.erase(active_.begin());
-        p->active = false;
-        floor_ = std::max(floor_, p->watermark);
-        node_->counters.producers.fetch_sub(1, std::memory_order_relaxed);
-        node_->counters.add(node_->counters.producers_idle, 1);
       }
     }
 
@@ -514,8 +495,7 @@ class Executor {
     // Producers by id, and the active ones ordered by watermark (the first is the minimum).
     std::map<std::string, Producer, std::less<>> producers_;
     std::set<std::pair<int64_t, Producer*>> active_;
-    int64_t floor_ = kBeginningOfTime;           // the most any departed producer (or old sender) promised
-    int64_t newest_promise_ = kBeginningOfTime;  // the most any producer promised
+    int64_t floor_ = kBeginningOfTime;  // the most any departed producer (or old sender) promised
     // Rows without progress: the lateness rule.
     int64_t legacy_seen_ = kBeginningOfTime;
     bool legacy_active_ = false;

@@ -380,7 +380,13 @@ class Emitter::Impl {
       const bool empty = Watermark(watermark);
       // The batch that empties the rings at close is the producer's last.
       const bool final = stopping && empty && (!run_end_wanted_ || run_end_taken_);
-      if (n == 0 && !final) {
+      // With nothing to send, a batch without events still carries the
+      // watermark forward once per flush_interval (a heartbeat), so that the
+      // collector can close what the other producers reported meanwhile: its
+      // watermark is the minimum over producers.
+      const bool heartbeat = n == 0 && !stopping && watermark > sent_watermark_ &&
+                             SteadyClock::now() - last_batch_ >= options_.flush_interval;
+      if (n == 0 && !final && !heartbeat) {
         Sleep(stopping ? std::chrono::milliseconds(2) : options_.flush_interval);
         continue;
       }
@@ -394,6 +400,8 @@ class Emitter::Impl {
         pending_ = PendingBatch{encoder_.Encode(std::span<const Slot>(batch.data(), n), progress), counts, n};
         ++seq_;
         final_encoded_ = final;
+        sent_watermark_ = watermark;
+        last_batch_ = SteadyClock::now();
       } catch (...) {
         send_errors_.fetch_add(1, std::memory_order_relaxed);
         Drop(counts, stopping);
@@ -471,6 +479,8 @@ class Emitter::Impl {
   std::string producer_;  // set before the exporter starts
   uint64_t seq_ = 0;      // of the last batch encoded
   int64_t watermark_ = INT64_MIN;
+  int64_t sent_watermark_ = INT64_MIN;  // of the last batch encoded
+  SteadyClock::time_point last_batch_{};
   bool final_encoded_ = false;
   struct Mark {
     uint64_t written;  // a ring's write position at a pass

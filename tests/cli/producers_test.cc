@@ -134,8 +134,8 @@ TEST_CASE("producers: progress and a seq gap live, the telemetry_gap alert every
   kill(run.pid, SIGINT);
   CHECK(wait_exit(run.pid) == 0);
   std::string live = read_file(d + "/live/alerts.jsonl");
-  CHECK(count(live, "\"kind\":\"telemetry_gap\"") == 1);  // one per run
-  CHECK(count(live, "\"kind\":\"straggler\"") == 1);
+  CHECK(count(live, "\"kind\":\"telemetry_gap\",\"severity\"") == 1);  // one per run
+  CHECK(count(live, "\"kind\":\"straggler\",\"severity\"") == 1);
   CHECK(read_file(d + "/live/dead_letter.jsonl").empty());  // exact promises: nothing late
   std::string log = read_file(d + "/run.log");
   CHECK_MESSAGE(log.find("producers of telemetry: 0 active, 0 went idle, 2 batches lost") != std::string::npos, log);
@@ -177,17 +177,26 @@ TEST_CASE("producers: a step every rank reported is closed as soon as their wate
   zmq::socket_t to_run(ctx, zmq::socket_type::push);
   to_run.set(zmq::sockopt::linger, 5000);
   to_run.connect(listen);
-  // Each rank is a producer; a batch's watermark is just past its report, as
-  // the SDK's is (its clock when nothing older waits in its rings).
+  // Each rank is a producer, and a batch's watermark is its clock when it was
+  // encoded, as the SDK's is when nothing older waits in its rings: ranks 0-2
+  // report step 1 and their batches (or heartbeats) leave at t0 + 5 ms; rank
+  // 3 reported at t0 + 4 ms, and its batch, leaving last, promises t0 + 6 ms.
   auto send_rank = [&](int rank) {
     std::vector<Record> rows;
     if (rank == 0) rows.push_back(run_start("live-complete", 4, 8, t0));
     int64_t t = t0 + (rank + 1) * 1'000'000;
     rows.push_back(step("live-complete", rank, 1, 100.0, t));
-    capnpc::BatchProgress p{"rank-" + std::to_string(rank), 1, t + 1, false};
+    capnpc::BatchProgress p{"rank-" + std::to_string(rank), 2, t0 + (rank < 3 ? 5'000'000 : 6'000'000), false};
     std::string bytes = capnpc::encode_batch(rows, &p);
     REQUIRE(to_run.send(zmq::buffer(bytes), zmq::send_flags::none));
   };
+  // Emitters say hello when they start (their first heartbeat): the
+  // collector knows all four producers before any report.
+  for (int rank = 0; rank < 4; ++rank) {
+    capnpc::BatchProgress hello{"rank-" + std::to_string(rank), 1, t0, false};
+    std::string bytes = capnpc::encode_batch(nullptr, 0, &hello);
+    REQUIRE(to_run.send(zmq::buffer(bytes), zmq::send_flags::none));
+  }
   for (int rank = 0; rank < 3; ++rank) send_rank(rank);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   CHECK(read_file(d + "/steps.jsonl").find("\"step\":1") == std::string::npos);  // rank 3 has not reported
@@ -199,5 +208,6 @@ TEST_CASE("producers: a step every rank reported is closed as soon as their wate
   CHECK(took < std::chrono::seconds(3));  // no further input, no lateness, no timeout
   kill(run.pid, SIGINT);
   CHECK(wait_exit(run.pid) == 0);
+  CHECK(read_file(d + "/out/dead_letter.jsonl").empty());
   std::filesystem::remove_all(d);
 }

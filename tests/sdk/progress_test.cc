@@ -157,12 +157,37 @@ TEST_CASE("sdk progress: an emitter that sends nothing still says it is done, an
     const auto before = std::chrono::system_clock::now().time_since_epoch();
     CHECK(em.close(std::chrono::seconds(10)));
     auto got = receive(pull.sock, std::chrono::seconds(10));
-    REQUIRE(got.size() == 1);
-    CHECK(got[0].final);
-    CHECK(got[0].seq == 1);
-    CHECK(got[0].times.empty());
-    CHECK(got[0].watermark >= std::chrono::duration_cast<std::chrono::nanoseconds>(before).count());
+    REQUIRE(!got.empty());  // heartbeats, if it lived a flush_interval, then the final batch
+    CHECK(got.back().final);
+    for (size_t k = 0; k < got.size(); ++k) {
+      CHECK(got[k].seq == k + 1);
+      CHECK(got[k].times.empty());
+      CHECK(got[k].producer == got[0].producer);
+    }
+    CHECK(got.back().watermark >= std::chrono::duration_cast<std::chrono::nanoseconds>(before).count());
     if (round == 0) first = got[0].producer;
     if (round == 1) CHECK(got[0].producer != first);
   }
+}
+
+TEST_CASE("sdk progress: an emitter with nothing to send carries its watermark forward in heartbeats") {
+  Pull pull;
+  runlens::sdk::EmitterOptions o;
+  o.endpoint = pull.endpoint;
+  o.run_id = "cxx-heartbeat";
+  o.rank = 1;
+  o.world_size = 2;
+  o.flush_interval = std::chrono::milliseconds(10);
+  runlens::sdk::Emitter em(std::move(o));
+  CHECK(em.emit(runlens::sdk::Step{.step = 1, .step_ms = 1.0}));
+  const auto reported = std::chrono::system_clock::now().time_since_epoch();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Before close: the emitter's last batch promises past the report without another event.
+  auto got = receive(pull.sock, std::chrono::seconds(1));  // not closed: all that came in a second
+  REQUIRE(got.size() >= 3);                                // the report, then heartbeats
+  CHECK(got[0].times.size() == 1);
+  CHECK(got.back().times.empty());
+  CHECK_FALSE(got.back().final);
+  CHECK(got.back().watermark > std::chrono::duration_cast<std::chrono::nanoseconds>(reported).count());
+  CHECK(em.close(std::chrono::seconds(5)));
 }
