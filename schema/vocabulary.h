@@ -94,8 +94,7 @@
   X(kRestart, "restart", "The run restarted: the steps that follow are a new attempt, and detectors start afresh.") \
   X(kAbort, "abort", "The run was aborted.")                                                                        \
   X(kTelemetryGap, "telemetry_gap",                                                                                 \
-    "Written by the collector, not sent: batches of a producer were lost on the way (`key` the producer, `code` "   \
-    "the batches lost).")
+    "Written by the collector: batches of a producer were lost on the way (`key` the producer, `code` how many).")
 
 // The kinds of a run's timeline entries (the store's `timeline`, the API's
 // /timeline, timeline.jsonl) that are not event kinds: an event (`xid`,

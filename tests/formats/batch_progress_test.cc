@@ -16,7 +16,7 @@
 using namespace runlens;
 
 TEST_CASE("batch progress round-trips with the events") {
-  auto rows = sample_records();
+  auto rows = test::sample_records();
   capnpc::BatchProgress p{"run-1/3/host/42.1.ab", 17, 1'767'225'600'123'456'789, true};
   std::string bytes = capnpc::encode_batch(rows, &p);
   std::vector<Record> out;
@@ -39,7 +39,7 @@ TEST_CASE("batch progress round-trips with the events") {
 }
 
 TEST_CASE("a batch of an old sender (no producer) decodes as before, with no progress") {
-  auto rows = sample_records();
+  auto rows = test::sample_records();
   // Built with the v1 fields only, as a v1 sender's code would.
   std::vector<std::string> candidates{capnpc::encode_batch(rows)};
   {
@@ -78,7 +78,7 @@ TEST_CASE("a batch of an old sender (no producer) decodes as before, with no pro
 
 TEST_CASE("a corrupt message leaves no progress behind") {
   capnpc::BatchProgress p{"p", 3, 4, false};
-  std::string bytes = capnpc::encode_batch(sample_records(), &p);
+  std::string bytes = capnpc::encode_batch(test::sample_records(), &p);
   bytes.resize(bytes.size() / 2 / 8 * 8);
   std::vector<Record> out;
   std::vector<capnpc::EventIssue> issues;
