@@ -176,6 +176,29 @@ class Emitter::Impl {
     return false;
   }
 
+  // Holds of the watermark for events promised with an earlier time than they
+  // are emitted (checkpoint_saved's, while their file is hashed). Hold() may
+  // throw std::bad_alloc (the caller catches); a hold is released once its
+  // event is in a ring (or dropped), and forgotten by the exporter once a pass
+  // that saw it released has emptied the rings.
+  uint64_t Hold() {
+    std::lock_guard lock(hold_mu_);
+    holds_.push_back({++hold_ids_, INT64_MIN, false, false});
+    return hold_ids_;
+  }
+  void SetHold(uint64_t id, int64_t time_ns) noexcept {
+    std::lock_guard lock(hold_mu_);
+    for (auto& h : holds_) {
+      if (h.id == id) h.time_ns = time_ns;
+    }
+  }
+  void Release(uint64_t id) noexcept {
+    std::lock_guard lock(hold_mu_);
+    for (auto& h : holds_) {
+      if (h.id == id) h.released = true;
+    }
+  }
+
   // An event that never got into a ring still counts as emitted, so that
   // after close sum(emitted) == sent + sum(dropped).
   void Reject(size_t index) noexcept {
@@ -286,6 +309,23 @@ class Emitter::Impl {
     }
   }
 
+  // The oldest time a hold keeps (INT64_MIN while one is being set; INT64_MAX:
+  // none), marking the released holds as seen by this pass.
+  int64_t ReadHolds() noexcept {
+    std::lock_guard lock(hold_mu_);
+    int64_t oldest = INT64_MAX;
+    for (auto& h : holds_) {
+      oldest = std::min(oldest, h.time_ns);
+      if (h.released) h.seen = true;
+    }
+    return oldest;
+  }
+  // After a pass emptied the rings, the events of the holds it saw released are out.
+  void ForgetHolds() noexcept {
+    std::lock_guard lock(hold_mu_);
+    std::erase_if(holds_, [](const HoldEntry& h) { return h.seen; });
+  }
+
   // Fills `batch` with up to batch_size events, P0 first.
   size_t Collect(std::vector<Slot>& batch, Counts& counts) noexcept {
     counts = {};
@@ -300,7 +340,8 @@ class Emitter::Impl {
   }
 
   // The watermark of the batch just collected (docs/sdk.md, "Progress"): the
-  // oldest event still waiting in any ring, bounded by the clock now. An
+  // oldest event still waiting in any ring or held (`held`), bounded by the
+  // clock read before the rings were (`now`). An
   // event takes its clock stamp after it claims its cell, so every cell
   // claimed after a pass read the clock (at `now`, then the ring's write
   // position) holds an event no older than that `now`. The oldest event left
@@ -308,10 +349,9 @@ class Emitter::Impl {
   // not yet seen its cell claimed. Exact for clock-stamped events; an event
   // given an explicit older time_ns can be older (late at the collector).
   // Returns whether every ring was empty (nothing waits).
-  bool Watermark(int64_t& watermark) noexcept {
-    const int64_t now = WallClockNs();
+  bool Watermark(int64_t now, int64_t held, int64_t& watermark) noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the clock before the write positions
-    int64_t bound = now;
+    int64_t bound = std::min(now, held);
     bool empty = true;
     for (size_t i = 0; i < kPriorities; ++i) {
       const uint64_t written = rings_[i]->pushed();
@@ -369,6 +409,10 @@ class Emitter::Impl {
         continue;
       }
       if (final_encoded_) break;  // the final batch is out: what came after close is dropped, counted
+      // The clock, then the holds, before the rings are read (Watermark).
+      const int64_t now = WallClockNs();
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      const int64_t held = ReadHolds();
       size_t n = Collect(batch, counts);
       // run_end goes last, in the batch that empties the rings.
       if (stopping && run_end_wanted_ && !run_end_taken_ && n < batch.size()) {
@@ -377,7 +421,8 @@ class Emitter::Impl {
         run_end_taken_ = true;
       }
       int64_t watermark = 0;
-      const bool empty = Watermark(watermark);
+      const bool empty = Watermark(now, held, watermark);
+      if (empty) ForgetHolds();
       // The batch that empties the rings at close is the producer's last.
       const bool final = stopping && empty && (!run_end_wanted_ || run_end_taken_);
       // With nothing to send, a batch without events still carries the
@@ -488,6 +533,15 @@ class Emitter::Impl {
   };
   static constexpr size_t kMaxMarks = 64;
   std::array<std::vector<Mark>, kPriorities> marks_;
+
+  struct HoldEntry {
+    uint64_t id;
+    int64_t time_ns;
+    bool released, seen;
+  };
+  std::mutex hold_mu_;
+  std::vector<HoldEntry> holds_;
+  uint64_t hold_ids_ = 0;
   bool run_end_taken_ = false;
   uint64_t dropped_at_close_ = 0;
   std::thread exporter_;
@@ -496,7 +550,8 @@ class Emitter::Impl {
 Emitter::Emitter(EmitterOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))),
       hasher_(std::make_unique<CheckpointHasher>([this](const Checkpoint& c) { return emit(c); },
-                                                 impl_->options().checkpoint_queue)) {}
+                                                 impl_->options().checkpoint_queue,
+                                                 [this](uint64_t hold) { impl_->Release(hold); })) {}
 
 Emitter::~Emitter() {
   // Queued checkpoints get the default close's time, then the rings close.
@@ -505,10 +560,16 @@ Emitter::~Emitter() {
 
 bool Emitter::checkpoint_saved(std::string_view path, std::optional<int64_t> step,
                                std::string_view checkpoint_id) noexcept {
+  uint64_t hold = 0;
   try {
+    // The event will carry the time of this call, but is sent once hashed:
+    // until then it holds the emitter's watermark (held before the clock is
+    // read, so that no batch can promise past it meanwhile).
+    hold = impl_->Hold();
     const int64_t now =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
+    impl_->SetHold(hold, now);
     std::filesystem::path file{std::string(path)};
     std::error_code ec;
     std::filesystem::path absolute = std::filesystem::absolute(file, ec);
@@ -517,8 +578,11 @@ bool Emitter::checkpoint_saved(std::string_view path, std::optional<int64_t> ste
     if (id.empty()) {
       id = impl_->options().run_id + "/" + (step ? "step-" + std::to_string(*step) : absolute.filename().string());
     }
-    return hasher_->Submit(absolute.lexically_normal().string(), std::move(id), step, now);
+    if (hasher_->Submit(absolute.lexically_normal().string(), std::move(id), step, now, hold)) return true;
+    impl_->Release(hold);
+    return false;
   } catch (...) {
+    if (hold != 0) impl_->Release(hold);
     return false;  // allocation failed: not queued
   }
 }

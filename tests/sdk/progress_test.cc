@@ -6,6 +6,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <doctest/doctest.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -190,4 +193,38 @@ TEST_CASE("sdk progress: an emitter with nothing to send carries its watermark f
   CHECK_FALSE(got.back().final);
   CHECK(got.back().watermark > std::chrono::duration_cast<std::chrono::nanoseconds>(reported).count());
   CHECK(em.close(std::chrono::seconds(5)));
+}
+
+TEST_CASE("sdk progress: a checkpoint being hashed holds the watermark at the time of its call") {
+  Pull pull;
+  const auto dir = std::filesystem::temp_directory_path() / ("runlens-hold-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto file = dir / "big.pt";
+  std::string content(48 << 20, 'x');  // tens of milliseconds of hashing: many heartbeats meanwhile
+  std::ofstream(file, std::ios::binary).write(content.data(), static_cast<std::streamsize>(content.size()));
+  runlens::sdk::EmitterOptions o;
+  o.endpoint = pull.endpoint;
+  o.run_id = "cxx-hold";
+  o.rank = 1;
+  o.world_size = 2;
+  o.flush_interval = std::chrono::milliseconds(2);
+  runlens::sdk::Emitter em(std::move(o));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(em.checkpoint_saved(file.string(), 7));
+  CHECK(em.close(std::chrono::seconds(20)));
+  auto got = receive(pull.sock, std::chrono::seconds(20));
+  REQUIRE(!got.empty());
+  CHECK(got.back().final);
+  int64_t max_wm = INT64_MIN;
+  size_t events = 0;
+  for (size_t k = 0; k < got.size(); ++k) {
+    for (int64_t t : got[k].times) {
+      CHECK(t >= max_wm);
+      ++events;
+    }
+    max_wm = std::max(max_wm, got[k].watermark);
+  }
+  CHECK(events == 1);     // the checkpoint (rank 1: no run_start or run_end)
+  CHECK(got.size() > 3);  // heartbeats were sent while it was hashed, held at its time
+  std::filesystem::remove_all(dir);
 }
