@@ -348,7 +348,11 @@ class Executor {
         ++kept;
       }
       rows.resize(kept);
-      if (from) heard(*from, *progress, now);
+      if (from) {
+        heard(*from, *progress, now);
+        // A retired producer is forgotten (a long-lived source meets many).
+        if (progress->final) producers_.erase(producers_.find(progress->producer));
+      }
       watermark_ = std::max(watermark_, candidate());
       order(rows);
       if (late) {

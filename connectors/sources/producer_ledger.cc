@@ -26,8 +26,9 @@ uint64_t ProducerLedger::observe(const capnpc::BatchProgress& progress, std::vec
   int64_t before = e.watermark_ns;
   e.seq = std::max(e.seq, progress.seq);
   e.watermark_ns = std::max(e.watermark_ns, progress.watermark_ns);
+  Symbol run = e.run, tenant = e.tenant;
+  if (progress.final) producers_.erase(it);  // its last batch: forgotten (a long-lived source meets many)
   if (lost == 0) return 0;
-  e.lost += lost;
   counters.add(counters.lost_batches, lost);
   // At the earliest time the batch speaks for, but not before what the producer
   // had promised: the event is then not late where the producer's rows are not.
@@ -36,8 +37,8 @@ uint64_t ProducerLedger::observe(const capnpc::BatchProgress& progress, std::vec
   Occurrence o;
   o.kind = Symbol::intern(event_kind::kTelemetryGap);
   o.set_present(Occurrence::F::kind);
-  if (!e.run.empty()) {
-    o.run_id = e.run;
+  if (!run.empty()) {
+    o.run_id = run;
     o.set_present(Occurrence::F::run_id);
   }
   o.key = Symbol::intern(progress.producer);
@@ -49,15 +50,10 @@ uint64_t ProducerLedger::observe(const capnpc::BatchProgress& progress, std::vec
   o.set_present(Occurrence::F::message);
   Record r;
   r.time_ns = t;
-  r.tenant = e.tenant;
+  r.tenant = tenant;
   r.body = std::move(o);
   rows.push_back(std::move(r));
   return lost;
-}
-
-uint64_t ProducerLedger::lost(const std::string& producer) const {
-  auto it = producers_.find(producer);
-  return it == producers_.end() ? 0 : it->second.lost;
 }
 
 }  // namespace runlens::connectors

@@ -25,16 +25,14 @@ class ProducerLedger {
   // a telemetry_gap event to `rows` and counts the loss in `counters`. The first
   // batch seen of a producer sets its baseline: what came before it is unknown
   // (sent to an earlier collector, or lost), not counted. Returns the batches lost.
+  // A producer's final batch forgets it.
   uint64_t observe(const capnpc::BatchProgress& progress, std::vector<Record>& rows, runtime::NodeCounters& counters);
-
-  uint64_t lost(const std::string& producer) const;
 
  private:
   struct Entry {
     uint64_t seq = 0;  // the highest seen
     int64_t watermark_ns = INT64_MIN;
     Symbol run, tenant;
-    uint64_t lost = 0;
   };
   std::map<std::string, Entry, std::less<>> producers_;
 };
