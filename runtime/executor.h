@@ -56,6 +56,12 @@ struct ExecutorOptions {
   OverflowPolicy overflow = OverflowPolicy::kBlock;
   int64_t lateness_ns = 5'000'000'000;
   int64_t idle_timeout_ns = 30'000'000'000;
+  // Live sources: a producer not yet heard from may still send events this
+  // far behind the wall clock (its first batch in flight, clocks a little
+  // apart), so while producers are joining (within 2 s of the last new one)
+  // producers' watermarks take the source's no further than the wall clock
+  // less this. 0: no cap.
+  int64_t join_grace_ns = 100'000'000;
   DeadLetterSink* dead_letters = nullptr;  // required
 };
 
@@ -394,6 +400,7 @@ class Executor {
 
    private:
     static constexpr auto kSweepEvery = std::chrono::milliseconds(100);
+    static constexpr auto kJoinWindow = std::chrono::seconds(2);
 
     struct Producer {
       int64_t watermark = kBeginningOfTime;
@@ -406,7 +413,10 @@ class Executor {
 
     Producer& producer(std::string_view id) {
       auto it = producers_.find(id);
-      if (it == producers_.end()) it = producers_.emplace(std::string(id), Producer{}).first;
+      if (it == producers_.end()) {
+        it = producers_.emplace(std::string(id), Producer{}).first;
+        last_join_ = std::chrono::steady_clock::now();
+      }
       return it->second;
     }
 
@@ -414,10 +424,28 @@ class Executor {
 
     // What the watermark may be now, before the monotone max.
     int64_t candidate() const {
-      if (active_.empty() && !legacy_active_) return floor_;
+      if (active_.empty() && !legacy_active_) return join_cap(floor_);
       int64_t c = active_.empty() ? kEndOfTime : active_.begin()->first;
       if (legacy_active_) c = std::min(c, legacy_value());
-      return c;
+      return join_cap(c);
+    }
+
+    // Live, a producer's watermark only speaks for the producers heard so
+    // far: one that starts now (a rank whose emitter was created a moment
+    // later, or whose first batch is still in flight while its connection is
+    // set up) sends events stamped with its own clock. The ranks of a job
+    // start together, so while producers are joining (one was first heard
+    // within the last kJoinWindow) the promises of the others are honoured
+    // only up to the wall clock less join_grace. Without the cap, a rank's
+    // run_start was measured arriving 13-16 ms behind the watermark at the
+    // start of a job, and was late; in steady state the cap costs nothing.
+    int64_t join_cap(int64_t c) const {
+      if (!live_ || ex_->opts_.join_grace_ns <= 0 || producers_.empty()) return c;
+      if (std::chrono::steady_clock::now() - last_join_ >= kJoinWindow) return c;
+      int64_t wall =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      return std::min(c, sat_sub(wall, ex_->opts_.join_grace_ns));
     }
 
     void heard(Producer& p, const Progress& progress, std::chrono::steady_clock::time_point now) {
@@ -507,6 +535,7 @@ class Executor {
     bool idle_ = false;
     std::chrono::steady_clock::time_point last_data_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point last_sweep_ = last_data_;
+    std::chrono::steady_clock::time_point last_join_{};  // a producer was first heard
   };
 
   void run_source(Node* node) {

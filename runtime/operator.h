@@ -140,8 +140,10 @@ class SourceOutput {
   // the watermark by the lateness rule.
   virtual void push(std::vector<R>& rows, const std::function<std::string(size_t)>& where = {},
                     const Progress* progress = nullptr) = 0;
-  // Call when there is nothing to read (at least every 100 ms while idle):
-  // after the idle timeout the watermark follows the wall clock.
+  // Call when there is nothing to read (at least every 100 ms while idle;
+  // a live source of producers every 10 ms, so that the watermark follows
+  // the wall clock less join_grace): after the idle timeout the watermark
+  // follows the wall clock.
   virtual void idle() = 0;
   virtual bool stopping() const = 0;
   virtual DeadLetterSink& dead_letters() = 0;

@@ -53,7 +53,9 @@ class ZmqSource final : public runtime::SourceDef<Record> {
     while (!out.stopping() && !interrupted_.load()) {
       int ready = 0;
       try {
-        ready = zmq::poll(items, 1, std::chrono::milliseconds(100));
+        // 10 ms: idle() also moves the watermark up to the wall clock less
+        // join_grace when no batch comes (runtime/executor.h, join_cap).
+        ready = zmq::poll(items, 1, std::chrono::milliseconds(10));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         throw;

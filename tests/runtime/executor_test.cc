@@ -266,6 +266,7 @@ struct Config {
   int64_t queue_capacity = 65536;
   rt::OverflowPolicy overflow = rt::OverflowPolicy::kBlock;
   int64_t idle_timeout_ns = 30'000'000'000;
+  int64_t join_grace_ns = 100'000'000;
 };
 
 rt::ExecutorOptions options(const Config& c, rt::DeadLetterSink* dead) {
@@ -275,6 +276,7 @@ rt::ExecutorOptions options(const Config& c, rt::DeadLetterSink* dead) {
   o.queue_capacity = c.queue_capacity;
   o.overflow = c.overflow;
   o.idle_timeout_ns = c.idle_timeout_ns;
+  o.join_grace_ns = c.join_grace_ns;
   o.dead_letters = dead;
   return o;
 }
@@ -1638,6 +1640,61 @@ TEST_CASE("producers: a live source's silent producer stops holding the watermar
   // Monotone throughout.
   auto wms = seen.watermarks.items();
   CHECK(std::is_sorted(wms.begin(), wms.end()));
+}
+
+TEST_CASE("producers: live, while producers join, promises count up to the wall clock less join_grace; then in full") {
+  auto wall = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  for (int64_t grace : {INT64_C(200'000'000), INT64_C(0)}) {
+    CAPTURE(grace);
+    Watch::Seen seen;
+    std::atomic<bool> followed{false}, capped{true}, uncapped{false};
+    Harness h(Config{.threads = 2, .lateness_ns = INT64_C(3600'000'000'000), .join_grace_ns = grace});
+    h.source(
+         "src",
+         [&](rt::SourceOutput<Row>& out) {
+           // `early` promises a second ahead of the clock (its batch says nothing older follows);
+           // `late` starts a moment later with an event stamped before that promise.
+           int64_t now = wall();
+           push_as(out, "early", 1, now + 1'000'000'000, {{now, 1}});
+           push_as(out, "late", 1, now + 5'000'000, {{now + 1'000'000, 2}});
+           // With nothing more sent, idle() lets the watermark follow the clock less the grace.
+           if (grace > 0) {
+             followed = eventually(
+                 [&] {
+                   out.idle();
+                   return seen.rows.size() == 2;
+                 },
+                 5s);
+             for (int64_t w : watermarks_below_end(seen)) capped = capped && w <= wall() - grace;
+             // Two seconds after the last producer joined, the cap is off: a promise counts in full.
+             std::this_thread::sleep_for(2100ms);
+             int64_t promise = wall() + 1'000'000'000;
+             push_as(out, "early", 2, promise, {});
+             push_as(out, "late", 2, promise, {});
+             uncapped = eventually([&] { return seen.last.load() == promise; }, 5s);
+           }
+         },
+         {}, /*live=*/true)
+        .op("watch", {"src"}, single(watch(&seen)));
+    h.run();
+    if (grace > 0) {
+      CHECK(h.dead.log.items().empty());
+      CHECK(followed.load());
+      std::vector<int64_t> values;
+      for (auto [v, wm] : seen.rows.items()) values.push_back(v);
+      CHECK(values == std::vector<int64_t>{1, 2});
+      // While the producers joined, every watermark stayed below the clock less the grace.
+      CHECK(capped.load());
+      CHECK(uncapped.load());
+    } else {
+      // Without the cap, `early`'s promise made `late`'s first row late.
+      REQUIRE(h.dead.log.items().size() == 1);
+      CHECK(h.dead.log.items()[0].position == "late#1:0");
+    }
+  }
 }
 
 TEST_CASE("producers: rows without progress (old senders) keep the lateness rule, and hold producers' rows too") {
