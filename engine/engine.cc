@@ -124,6 +124,7 @@ RunSummary Engine::run() {
   eo.backpressure_ns = spec.settings.backpressure_ns;
   eo.lateness_ns = spec.settings.lateness_ns;
   eo.idle_timeout_ns = spec.settings.idle_timeout_ns;
+  eo.join_grace_ns = spec.settings.join_grace_ns;
   eo.dead_letters = impl_->dead_letters.get();
   auto ex = std::make_unique<runtime::Executor<Record>>(eo, [](const Record& r) { return jsonl::encode_record(r); });
 

@@ -90,7 +90,11 @@ def train_lm(stack: Stack, ck_id: str, out: pathlib.Path, log) -> dict:
 def registered(stack: Stack, model_version: str):
     model, version = model_version.split(":")
     try:
-        return stack.http("GET", f"/v1/models/{model}/versions/{version}")
+        v = stack.http("GET", f"/v1/models/{model}/versions/{version}")
+        # The run's run_start names its model version before the checkpoint
+        # event registers it (the store knows the version, without a status):
+        # not registered yet.
+        return v if v.get("status") else None
     except HttpError as e:
         if e.code == 404:
             return None

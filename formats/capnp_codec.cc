@@ -197,7 +197,7 @@ const char* decode_event(wire::Event::Reader ev, Record* r) {
 
 }  // namespace
 
-std::string encode_batch(const Record* rows, size_t n) {
+std::string encode_batch(const Record* rows, size_t n, const BatchProgress* progress) {
   size_t count = 0;
   for (size_t i = 0; i < n; ++i) count += static_cast<int>(rows[i].kind()) < kContractKinds;
   // One segment for the whole batch (a typical event takes 20-30 words): a
@@ -206,6 +206,12 @@ std::string encode_batch(const Record* rows, size_t n) {
   capnp::MallocMessageBuilder message(static_cast<unsigned>(std::min<size_t>(64 + 40 * count, 1u << 26)));
   auto batch = message.initRoot<wire::Batch>();
   batch.setSchemaVersion(kSchemaVersion);
+  if (progress && !progress->producer.empty()) {
+    batch.setProducer(text(progress->producer));
+    batch.setSeq(progress->seq);
+    batch.setWatermarkNs(progress->watermark_ns);
+    batch.setFinal(progress->final);
+  }
   auto events = batch.initEvents(static_cast<unsigned>(count));
   size_t j = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -218,7 +224,8 @@ std::string encode_batch(const Record* rows, size_t n) {
 }
 
 bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::vector<EventIssue>* issues,
-                  std::string* error) {
+                  std::string* error, BatchProgress* progress) {
+  if (progress) *progress = BatchProgress{};
   if (size == 0 || size % sizeof(capnp::word) != 0) {
     *error = "not a Cap'n Proto message (size " + std::to_string(size) + " is not a multiple of 8)";
     return false;
@@ -253,6 +260,14 @@ bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::
                " bytes";
       return false;
     }
+    if (progress && batch.hasProducer()) {
+      progress->producer = std::string(view(batch.getProducer()));
+      if (!progress->producer.empty()) {
+        progress->seq = batch.getSeq();
+        progress->watermark_ns = batch.getWatermarkNs();
+        progress->final = batch.getFinal();
+      }
+    }
     out->reserve(out->size() + events.size());
     for (unsigned i = 0; i < events.size(); ++i) {
       Record& r = out->emplace_back();  // decoded in place; taken back if it is bad
@@ -271,10 +286,12 @@ bool decode_batch(const void* data, size_t size, std::vector<Record>* out, std::
     }
   } catch (const kj::Exception& e) {
     out->resize(first);
+    if (progress) *progress = BatchProgress{};
     *error = "corrupt Cap'n Proto message: " + std::string(e.getDescription().cStr());
     return false;
   } catch (const std::exception& e) {
     out->resize(first);
+    if (progress) *progress = BatchProgress{};
     *error = std::string("corrupt Cap'n Proto message: ") + e.what();
     return false;
   }

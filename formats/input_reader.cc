@@ -97,7 +97,7 @@ class JsonlReader final : public InputReader {
   JsonlReader(std::string path, std::unique_ptr<Bytes> bytes) : path_(std::move(path)), bytes_(std::move(bytes)) {}
 
   bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
-            const std::string& component) override {
+            const std::string& component, std::vector<ProgressSegment>*) override {
     const char* d = bytes_->data();
     size_t n = bytes_->size();
     size_t produced = 0;
@@ -146,7 +146,7 @@ class RecordingReader final : public InputReader {
   }
 
   bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
-            const std::string& component) override {
+            const std::string& component, std::vector<ProgressSegment>* segments) override {
     const char* d = bytes_->data();
     size_t n = bytes_->size();
     size_t produced = 0;
@@ -181,11 +181,12 @@ class RecordingReader final : public InputReader {
       issues_.clear();
       std::string error;
       size_t first = rows->size();
-      if (!capnpc::decode_batch(step.payload, step.size, rows, &issues_, &error)) {
+      if (!capnpc::decode_batch(step.payload, step.size, rows, &issues_, &error, &progress_)) {
         ++dead_;
         dead_letter(dl, component, at(frame), error, {});
         continue;
       }
+      if (segments && !progress_.producer.empty()) segments->push_back({first, rows->size(), progress_});
       for (const auto& issue : issues_) {
         ++dead_;
         dead_letter(dl, component, at(frame) + "#" + std::to_string(issue.index), issue.reason, {});
@@ -223,6 +224,7 @@ class RecordingReader final : public InputReader {
   bool header_checked_ = false;
   uint64_t dead_ = 0;
   std::vector<capnpc::EventIssue> issues_;
+  capnpc::BatchProgress progress_;
 };
 
 }  // namespace

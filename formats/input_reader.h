@@ -9,10 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "formats/capnp_codec.h"
 #include "runtime/operator.h"
 #include "schema/record.h"
 
 namespace runlens {
+
+// The rows [begin, end) of one call's `rows` that came in one batch declaring
+// its producer's progress (a recording of contract v2 senders), and that
+// progress. A batch without progress has no segment.
+struct ProgressSegment {
+  size_t begin = 0, end = 0;
+  capnpc::BatchProgress progress;
+};
 
 class InputReader {
  public:
@@ -21,9 +30,12 @@ class InputReader {
   static std::unique_ptr<InputReader> open(const std::string& path, std::string* error);
 
   // Appends up to about `max_rows` rows to `rows`, and for each a position
-  // token to `positions`. Returns false once the input is exhausted.
+  // token to `positions`, and (when `segments` is given) one segment per
+  // batch with producer progress, in order. Returns false once the input is
+  // exhausted.
   virtual bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows,
-                    runtime::DeadLetterSink& dead_letters, const std::string& component) = 0;
+                    runtime::DeadLetterSink& dead_letters, const std::string& component,
+                    std::vector<ProgressSegment>* segments = nullptr) = 0;
   // "path:LINE" for JSONL, "path@BYTE#EVENT" for recordings.
   virtual std::string describe_position(uint64_t position) const = 0;
   virtual const char* format() const = 0;  // "jsonl" or "recording"

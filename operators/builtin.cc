@@ -12,6 +12,7 @@
 #include "operators/spike_detect.h"
 #include "operators/step_stats.h"
 #include "operators/straggler.h"
+#include "operators/telemetry_gaps.h"
 #include "operators/throughput_regression.h"
 #include "operators/train_marks.h"
 
@@ -22,6 +23,7 @@ void RegisterBuiltinOperators(Registry& registry) {
   RegisterStraggler(registry);
   RegisterStepStats(registry);
   RegisterNanDetect(registry);
+  RegisterTelemetryGaps(registry);
   RegisterSpikeDetect(registry);
   RegisterTrainMarks(registry);
   RegisterThroughputRegression(registry);

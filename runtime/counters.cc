@@ -67,6 +67,9 @@ CounterSnapshot snapshot(const std::string& node, const std::string& type, const
   s.queue_rows = c.queue_rows.load(std::memory_order_relaxed);
   s.queue_peak = c.queue_peak.load(std::memory_order_relaxed);
   s.queue_capacity = c.queue_capacity.load(std::memory_order_relaxed);
+  s.producers = c.producers.load(std::memory_order_relaxed);
+  s.producers_idle = c.producers_idle.load(std::memory_order_relaxed);
+  s.lost_batches = c.lost_batches.load(std::memory_order_relaxed);
   s.writer_queued = c.writer.queued.load(std::memory_order_relaxed);
   s.writer_peak = c.writer.peak.load(std::memory_order_relaxed);
   s.writer_waits = c.writer.waits.load(std::memory_order_relaxed);
@@ -92,6 +95,14 @@ std::string format_counters(const std::vector<CounterSnapshot>& rows) {
                   r.node.c_str(), r.type.c_str(), (unsigned long long)r.in, (unsigned long long)r.out,
                   (unsigned long long)r.dropped[0], (unsigned long long)r.dropped[1], (unsigned long long)r.dropped[2],
                   (unsigned long long)r.dropped[3], (unsigned long long)r.late, (unsigned long long)r.dead_lettered, q);
+    out += line;
+  }
+  // Sources with producers (batches that declare their progress), below the table.
+  for (const auto& r : rows) {
+    if (r.producers == 0 && r.producers_idle == 0 && r.lost_batches == 0) continue;
+    std::snprintf(line, sizeof line, "producers of %s: %llu active, %llu went idle, %llu batches lost\n",
+                  r.node.c_str(), (unsigned long long)r.producers, (unsigned long long)r.producers_idle,
+                  (unsigned long long)r.lost_batches);
     out += line;
   }
   // Sinks that write on a thread of their own (runtime/async_writer.h), below the table.
@@ -126,6 +137,12 @@ std::string counters_json(const std::vector<CounterSnapshot>& rows) {
                   (unsigned long long)r.dropped[3], (unsigned long long)r.late, (unsigned long long)r.dead_lettered,
                   (unsigned long long)r.queue_peak, (unsigned long long)r.queue_capacity);
     out += line;
+    if (r.producers > 0 || r.producers_idle > 0 || r.lost_batches > 0) {
+      std::snprintf(line, sizeof line, ",\"producers\":%llu,\"producers_idle\":%llu,\"lost_batches\":%llu",
+                    (unsigned long long)r.producers, (unsigned long long)r.producers_idle,
+                    (unsigned long long)r.lost_batches);
+      out += line;
+    }
     if (r.writer_queued > 0) {
       std::snprintf(line, sizeof line,
                     ",\"writer\":{\"queued\":%llu,\"peak\":%llu,\"waits\":%llu,\"written\":%llu,\"errors\":%llu}",

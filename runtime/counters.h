@@ -54,8 +54,15 @@ struct NodeCounters {
   std::atomic<uint64_t> queue_rows{0};      // rows queued now, over all partitions
   std::atomic<uint64_t> queue_peak{0};      // most rows ever queued in one partition's queue
   std::atomic<uint64_t> queue_capacity{0};  // per partition
-  WriterCounters writer;                    // sinks with an asynchronous writer only
-  LatencyHistogram latency;                 // sinks only: arrival of the releasing batch -> row handled
+  // Sources whose batches declare their producer (docs/pipelines.md, "Event
+  // time"): producers holding the watermark now, times one went silent for
+  // idle_timeout, and batches lost between producers and this source (gaps
+  // in their sequence numbers, counted by the source).
+  std::atomic<uint64_t> producers{0};
+  std::atomic<uint64_t> producers_idle{0};
+  std::atomic<uint64_t> lost_batches{0};
+  WriterCounters writer;     // sinks with an asynchronous writer only
+  LatencyHistogram latency;  // sinks only: arrival of the releasing batch -> row handled
 
   void add(std::atomic<uint64_t>& c, uint64_t n) { c.fetch_add(n, std::memory_order_relaxed); }
   void raise_peak(uint64_t v) {
@@ -71,6 +78,7 @@ struct CounterSnapshot {
   uint64_t in = 0, out = 0, late = 0, dead_lettered = 0;
   std::array<uint64_t, kPriorities> dropped{};
   uint64_t queue_rows = 0, queue_peak = 0, queue_capacity = 0;
+  uint64_t producers = 0, producers_idle = 0, lost_batches = 0;
   uint64_t writer_queued = 0, writer_peak = 0, writer_waits = 0, writer_written = 0, writer_errors = 0;
   LatencyHistogram::Summary latency;
   uint64_t dropped_total() const { return dropped[0] + dropped[1] + dropped[2] + dropped[3]; }

@@ -9,8 +9,9 @@
 // hot path takes no lock but the inbox's own short critical section, once per
 // batch.
 //
-// Time. Sources stamp watermarks (max event time seen - allowed lateness) that
-// travel in-band behind the rows. A partition keeps the watermark of each of
+// Time. Sources stamp watermarks (the minimum of their producers' declared
+// watermarks; for rows without one, max event time seen - allowed lateness;
+// class Output below) that travel in-band behind the rows. A partition keeps the watermark of each of
 // its producers and uses their minimum; rows wait in a reorder buffer until
 // the watermark passes them and are then handed to the operator in canonical
 // order. End of input is the watermark kEndOfTime, which fires every window.
@@ -43,6 +44,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +67,12 @@ struct ExecutorOptions {
   int64_t backpressure_ns = 1'000'000'000;
   int64_t lateness_ns = 5'000'000'000;
   int64_t idle_timeout_ns = 30'000'000'000;
+  // Live sources: a producer not yet heard from may still send events this
+  // far behind the wall clock (its first batch in flight, clocks a little
+  // apart), so while producers are joining (within 2 s of the last new one)
+  // producers' watermarks take the source's no further than the wall clock
+  // less this. 0: no cap.
+  int64_t join_grace_ns = 100'000'000;
   DeadLetterSink* dead_letters = nullptr;  // required
 };
 
@@ -318,37 +326,59 @@ class Executor {
   }
 
   // --- sources -----------------------------------------------------------------
+  // A source's watermark (docs/pipelines.md, "Event time"). Batches that
+  // declare their producer's progress move the producer's own watermark; the
+  // source's is the minimum over its active producers, and, while rows
+  // without progress (old senders) keep arriving, the lateness rule's value
+  // (largest such event time seen - lateness). A live source's producer
+  // silent for idle_timeout is no longer active (it rejoins when it speaks:
+  // its rows older than the watermark by then are late); a final batch
+  // retires it. With no active producer the watermark is what the departed
+  // ones promised, and once the source is silent for idle_timeout, the wall
+  // clock less idle_timeout. A source that is not live (a replay) has no
+  // wall clock to be silent on: its producers go idle only by a final batch.
+  // Monotone always.
   class Output final : public SourceOutput<R> {
    public:
-    Output(Executor* ex, Node* node) : ex_(ex), node_(node) {}
+    Output(Executor* ex, Node* node) : ex_(ex), node_(node), live_(node->source->live()) {}
 
-    void push(std::vector<R>& rows, const std::function<std::string(size_t)>& where) override {
-      last_data_ = std::chrono::steady_clock::now();
+    void push(std::vector<R>& rows, const std::function<std::string(size_t)>& where,
+              const Progress* progress) override {
+      auto now = std::chrono::steady_clock::now();
+      last_data_ = now;
       idle_ = false;
+      if (live_ && now - last_sweep_ >= kSweepEvery) sweep(now);
+      Producer* from = progress && !progress->producer.empty() ? &producer(progress->producer) : nullptr;
+      if (!from) {
+        legacy_heard_ = now;
+        legacy_active_ = true;
+      }
+      // The active producers' minimum does not change within a batch.
+      const int64_t producers_min = active_.empty() ? kEndOfTime : active_.begin()->first;
       size_t kept = 0;
       int64_t late = 0;
       for (size_t i = 0; i < rows.size(); ++i) {
         int64_t t = RowTraits<R>::time_ns(rows[i]);
         if (t < watermark_) {
           ++late;
-          DeadLetter d;
-          d.component = node_->id;
-          d.position = where ? where(i) : std::string();
-          d.reason = "late: event time " + std::to_string(t) + " is " + std::to_string((watermark_ - t) / 1000000) +
-                     " ms behind the watermark (allowed lateness " + std::to_string(ex_->opts_.lateness_ns / 1000000) +
-                     " ms)";
-          if (ex_->row_text_) d.raw = ex_->row_text_(rows[i]);
-          ex_->opts_.dead_letters->write(d);
+          dead_letter_late(rows[i], t, where ? where(i) : std::string(), from);
           continue;
         }
-        max_seen_ = std::max(max_seen_, t);
-        // Per row, so that lateness does not depend on how input is batched.
-        if (max_seen_ != kBeginningOfTime)
-          watermark_ = std::max(watermark_, sat_sub(max_seen_, ex_->opts_.lateness_ns));
+        if (!from) {
+          // Per row, so that lateness does not depend on how input is batched.
+          legacy_seen_ = std::max(legacy_seen_, t);
+          watermark_ = std::max(watermark_, std::min(producers_min, legacy_value()));
+        }
         if (kept != i) rows[kept] = std::move(rows[i]);
         ++kept;
       }
       rows.resize(kept);
+      if (from) {
+        heard(*from, *progress, now);
+        // A retired producer is forgotten (a long-lived source meets many).
+        if (progress->final) producers_.erase(producers_.find(progress->producer));
+      }
+      watermark_ = std::max(watermark_, candidate());
       order(rows);
       if (late) {
         node_->counters.add(node_->counters.late, late);
@@ -362,21 +392,24 @@ class Executor {
 
     void idle() override {
       auto now = std::chrono::steady_clock::now();
+      int64_t before = watermark_;
+      live_ = true;  // only a live source waits for input
+      sweep(now);
+      watermark_ = std::max(watermark_, candidate());
       if (!idle_) {
         auto silent = std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_data_).count();
-        if (silent < ex_->opts_.idle_timeout_ns) return;
-        idle_ = true;
+        if (silent >= ex_->opts_.idle_timeout_ns) idle_ = true;
       }
-      // Idle: the watermark follows the wall clock, less the idle timeout, so
-      // that a silent source (or a hung job) no longer holds every window open.
-      int64_t wall =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
-      int64_t wm = sat_sub(wall, ex_->opts_.idle_timeout_ns);
-      if (wm > watermark_) {
-        watermark_ = wm;
-        ex_->send_watermark(node_, node_->producer_base, watermark_);
+      // Idle with no producer holding it: the watermark follows the wall
+      // clock, less the idle timeout, so that a silent source (or a hung job)
+      // no longer holds every window open.
+      if (idle_ && active_.empty() && !legacy_active_) {
+        int64_t wall =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        watermark_ = std::max(watermark_, sat_sub(wall, ex_->opts_.idle_timeout_ns));
       }
+      if (watermark_ > before) ex_->send_watermark(node_, node_->producer_base, watermark_);
     }
 
     bool stopping() const override { return ex_->stopping_.load(std::memory_order_relaxed) || ex_->failed_.load(); }
@@ -385,7 +418,106 @@ class Executor {
     const std::string& node_id() const override { return node_->id; }
 
    private:
+    static constexpr auto kSweepEvery = std::chrono::milliseconds(100);
+    static constexpr auto kJoinWindow = std::chrono::seconds(2);
+
+    struct Producer {
+      int64_t watermark = kBeginningOfTime;
+      std::chrono::steady_clock::time_point heard{};
+      bool active = false;
+      bool retired = false;  // sent its final batch
+    };
+
     static int64_t sat_sub(int64_t a, int64_t b) { return a < kBeginningOfTime + b ? kBeginningOfTime : a - b; }
+
+    Producer& producer(std::string_view id) {
+      auto it = producers_.find(id);
+      if (it == producers_.end()) {
+        it = producers_.emplace(std::string(id), Producer{}).first;
+        last_join_ = std::chrono::steady_clock::now();
+      }
+      return it->second;
+    }
+
+    int64_t legacy_value() const { return sat_sub(legacy_seen_, ex_->opts_.lateness_ns); }
+
+    // What the watermark may be now, before the monotone max.
+    int64_t candidate() const {
+      if (active_.empty() && !legacy_active_) return join_cap(floor_);
+      int64_t c = active_.empty() ? kEndOfTime : active_.begin()->first;
+      if (legacy_active_) c = std::min(c, legacy_value());
+      return join_cap(c);
+    }
+
+    // Live, a producer's watermark only speaks for the producers heard so
+    // far: one that starts now (a rank whose emitter was created a moment
+    // later, or whose first batch is still in flight while its connection is
+    // set up) sends events stamped with its own clock. The ranks of a job
+    // start together, so while producers are joining (one was first heard
+    // within the last kJoinWindow) the promises of the others are honoured
+    // only up to the wall clock less join_grace. Without the cap, a rank's
+    // run_start was measured arriving 13-16 ms behind the watermark at the
+    // start of a job, and was late; in steady state the cap costs nothing.
+    int64_t join_cap(int64_t c) const {
+      if (!live_ || ex_->opts_.join_grace_ns <= 0 || producers_.empty()) return c;
+      if (std::chrono::steady_clock::now() - last_join_ >= kJoinWindow) return c;
+      int64_t wall =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count();
+      return std::min(c, sat_sub(wall, ex_->opts_.join_grace_ns));
+    }
+
+    void heard(Producer& p, const Progress& progress, std::chrono::steady_clock::time_point now) {
+      p.heard = now;
+      if (p.active) active_.erase({p.watermark, &p});
+      // A promise is never taken back, and the end of time is not a
+      // producer's to declare (it would end the input of every consumer).
+      p.watermark = std::max(p.watermark, std::min(progress.watermark_ns, kEndOfTime - 1));
+      bool was_active = p.active;
+      if (progress.final) {
+        p.active = false;
+        p.retired = true;
+        floor_ = std::max(floor_, p.watermark);
+      } else {
+        p.active = true;
+        p.retired = false;  // a producer id that speaks again after its final batch is back
+        active_.insert({p.watermark, &p});
+      }
+      if (p.active != was_active) {
+        node_->counters.producers.fetch_add(p.active ? 1 : static_cast<uint64_t>(-1), std::memory_order_relaxed);
+      }
+    }
+
+    // Producers (and old senders) silent for idle_timeout stop holding the watermark back.
+    void sweep(std::chrono::steady_clock::time_point now) {
+      last_sweep_ = now;
+      auto timeout = std::chrono::nanoseconds(ex_->opts_.idle_timeout_ns);
+      for (auto& [id, p] : producers_) {
+        if (!p.active || now - p.heard < timeout) continue;
+        active_.erase({p.watermark, &p});
+        p.active = false;
+        floor_ = std::max(floor_, p.watermark);
+        node_->counters.producers.fetch_sub(1, std::memory_order_relaxed);
+        node_->counters.add(node_->counters.producers_idle, 1);
+      }
+      if (legacy_active_ && now - legacy_heard_ >= timeout) {
+        legacy_active_ = false;
+        floor_ = std::max(floor_, legacy_value());
+      }
+    }
+
+    void dead_letter_late(const R& row, int64_t t, std::string position, const Producer* from) {
+      DeadLetter d;
+      d.component = node_->id;
+      d.position = std::move(position);
+      d.reason = "late: event time " + std::to_string(t) + " is " + std::to_string((watermark_ - t) / 1000000) +
+                 " ms behind the watermark (" +
+                 (from ? std::string("the producers' progress")
+                       : "allowed lateness " + std::to_string(ex_->opts_.lateness_ns / 1000000) + " ms") +
+                 ")";
+      if (ex_->row_text_) d.raw = ex_->row_text_(row);
+      ex_->opts_.dead_letters->write(d);
+    }
 
     // Puts a batch into canonical order, once here rather than in every
     // consumer: a consumer's reorder buffer then holds ordered runs, which it
@@ -409,10 +541,20 @@ class Executor {
     std::vector<R> sorted_;
     Executor* ex_;
     Node* node_;
-    int64_t max_seen_ = kBeginningOfTime;
+    bool live_;
     int64_t watermark_ = kBeginningOfTime;
+    // Producers by id, and the active ones ordered by watermark (the first is the minimum).
+    std::map<std::string, Producer, std::less<>> producers_;
+    std::set<std::pair<int64_t, Producer*>> active_;
+    int64_t floor_ = kBeginningOfTime;  // the most any departed producer (or old sender) promised
+    // Rows without progress: the lateness rule.
+    int64_t legacy_seen_ = kBeginningOfTime;
+    bool legacy_active_ = false;
+    std::chrono::steady_clock::time_point legacy_heard_{};
     bool idle_ = false;
     std::chrono::steady_clock::time_point last_data_ = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point last_sweep_ = last_data_;
+    std::chrono::steady_clock::time_point last_join_{};  // a producer was first heard
   };
 
   void run_source(Node* node) {

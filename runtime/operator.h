@@ -139,6 +139,18 @@ class OperatorDef {
   virtual std::string describe() const { return {}; }
 };
 
+// A batch's progress, declared by the producer that sent it (docs/pipelines.md,
+// "Event time"): who sent it (an id unique to the producer), its sequence
+// number, and the producer's watermark: its promise that nothing it sends
+// later is older. `final` marks its last batch. The runtime knows nothing else
+// of producers: they are whatever a source's senders are.
+struct Progress {
+  std::string_view producer;  // not empty
+  uint64_t seq = 0;
+  int64_t watermark_ns = kBeginningOfTime;
+  bool final = false;
+};
+
 // Handed to a running source. Not thread-safe: one source, one thread.
 template <class R>
 class SourceOutput {
@@ -146,10 +158,15 @@ class SourceOutput {
   virtual ~SourceOutput() = default;
   // Rows in arrival order. Rows older than this source's watermark are late:
   // dead-lettered and counted, never silently lost. `where(i)` names the
-  // position of row i for the dead letter.
-  virtual void push(std::vector<R>& rows, const std::function<std::string(size_t)>& where = {}) = 0;
-  // Call when there is nothing to read (at least every 100 ms while idle):
-  // after the idle timeout the watermark follows the wall clock.
+  // position of row i for the dead letter. `progress` is the batch's
+  // producer progress; without it (an old sender's batch) the rows advance
+  // the watermark by the lateness rule.
+  virtual void push(std::vector<R>& rows, const std::function<std::string(size_t)>& where = {},
+                    const Progress* progress = nullptr) = 0;
+  // Call when there is nothing to read (at least every 100 ms while idle;
+  // a live source of producers every 10 ms, so that the watermark follows
+  // the wall clock less join_grace): after the idle timeout the watermark
+  // follows the wall clock.
   virtual void idle() = 0;
   virtual bool stopping() const = 0;
   virtual DeadLetterSink& dead_letters() = 0;
@@ -167,6 +184,11 @@ class SourceDef {
   // Wakes run() so that it notices stopping() soon. Thread-safe.
   virtual void interrupt() {}
   virtual std::string describe() const { return {}; }
+  // Whether its input arrives as it happens (a socket) rather than as fast
+  // as it is read (a file): only a live source's producers go idle after
+  // idle_timeout of wall-clock silence, so a replay does not depend on how
+  // fast it runs.
+  virtual bool live() const { return false; }
 };
 
 }  // namespace runlens::runtime

@@ -246,6 +246,10 @@ class Parser : YamlChecker {
          .type = ParamType::kDuration,
          .default_value = duration_text(defaults.idle_timeout_ns),
          .min = 0},
+        {.name = "join_grace",
+         .type = ParamType::kDuration,
+         .default_value = duration_text(defaults.join_grace_ns),
+         .min = 0},
         {.name = "queue_capacity",
          .type = ParamType::kInt,
          .default_value = int_text(defaults.queue_capacity),
@@ -272,6 +276,7 @@ class Parser : YamlChecker {
     }
     if (p.has("lateness")) s->lateness_ns = p.get_duration_ns("lateness");
     if (p.has("idle_timeout")) s->idle_timeout_ns = p.get_duration_ns("idle_timeout");
+    if (p.has("join_grace")) s->join_grace_ns = p.get_duration_ns("join_grace");
     if (p.has("queue_capacity")) s->queue_capacity = p.get_int("queue_capacity");
     if (p.has("overflow"))
       s->overflow = p.get_string("overflow") == "shed" ? OverflowPolicy::kShed : OverflowPolicy::kBlock;

@@ -241,7 +241,8 @@ Priority Record::priority() const {
   static const Symbol kXid = Symbol::intern(event_kind::kXid), kOom = Symbol::intern(event_kind::kOom),
                       kNccl = Symbol::intern(event_kind::kNcclTimeout), kExc = Symbol::intern(event_kind::kException),
                       kAbort = Symbol::intern(event_kind::kAbort), kRestart = Symbol::intern(event_kind::kRestart),
-                      kConfig = Symbol::intern(event_kind::kConfigChange);
+                      kConfig = Symbol::intern(event_kind::kConfigChange),
+                      kGap = Symbol::intern(event_kind::kTelemetryGap);
   switch (kind()) {
     case Kind::kRunStart:
     case Kind::kRunEnd:
@@ -273,7 +274,8 @@ Priority Record::priority() const {
       return Priority::kP2;
     case Kind::kEvent: {
       Symbol k = as<Occurrence>().kind;
-      if (k == kXid || k == kOom || k == kNccl || k == kExc || k == kAbort || k == kRestart) return Priority::kP0;
+      if (k == kXid || k == kOom || k == kNccl || k == kExc || k == kAbort || k == kRestart || k == kGap)
+        return Priority::kP0;
       if (k == kConfig) return Priority::kP1;
       return Priority::kP3;
     }

@@ -1,4 +1,4 @@
-# runlens telemetry contract v1, Cap'n Proto form.
+# runlens telemetry contract v2, Cap'n Proto form.
 #
 # This schema mirrors the JSONL contract in docs/telemetry.md field for field:
 # the JSONL name `step_ms` is the field `stepMs` here. Every struct starts with
@@ -18,9 +18,24 @@ $Cxx.namespace("runlens::wire");
 const schemaVersion :UInt16 = 1;
 
 # Many events per message: the unit sent over ZeroMQ and stored in recordings.
+#
+# Contract v2 adds the producer's progress (docs/telemetry.md, "Producers and
+# their watermarks"). A batch without `producer` is an old sender's: the
+# collector applies its `lateness` rule to its events.
 struct Batch {
   schemaVersion @0 :UInt16;
   events @1 :List(Event);
+  # Who sent the batch: stable for the life of one emitter, unique across
+  # emitters (the SDK uses run id, rank, host, process and emitter).
+  producer @2 :Text;
+  # 1, 2, ... per producer, one per batch handed to ZeroMQ: a gap is
+  # telemetry lost between the producer and the collector.
+  seq @3 :UInt64;
+  # The producer's promise: no event it sends after this batch is older
+  # (event time, ns). Events of this batch may be older or newer.
+  watermarkNs @4 :Int64;
+  # The producer's last batch: it stops holding the collector's watermark.
+  final @5 :Bool;
 }
 
 struct Event {

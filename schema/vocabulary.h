@@ -92,7 +92,9 @@
   X(kException, "exception", "The training process raised an exception.")                                           \
   X(kConfigChange, "config_change", "The run changed a setting: `key`, `old` and `new` (e.g. `lr`).")               \
   X(kRestart, "restart", "The run restarted: the steps that follow are a new attempt, and detectors start afresh.") \
-  X(kAbort, "abort", "The run was aborted.")
+  X(kAbort, "abort", "The run was aborted.")                                                                        \
+  X(kTelemetryGap, "telemetry_gap",                                                                                 \
+    "Written by the collector: batches of a producer were lost on the way (`key` the producer, `code` how many).")
 
 // The kinds of a run's timeline entries (the store's `timeline`, the API's
 // /timeline, timeline.jsonl) that are not event kinds: an event (`xid`,

@@ -1,10 +1,12 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <thread>
 
+#include "connectors/sources/producer_ledger.h"
 #include "connectors/sources/sources.h"
 #include "formats/input_reader.h"
 #include "runtime/params.h"
@@ -37,8 +39,16 @@ struct Input {
   std::unique_ptr<InputReader> reader;
   std::vector<Record> rows;  // read ahead, not yet sent
   std::vector<uint64_t> positions;
+  std::vector<ProgressSegment> segments;  // batches of `rows` with producer progress
   size_t next = 0;
+  size_t segment = 0;  // the first of `segments` not yet sent
   bool eof = false;
+
+  // The segment starting at row `next`, if one does (an empty one, a final
+  // batch without events, starts where the row after it does).
+  const ProgressSegment* segment_here() const {
+    return segment < segments.size() && segments[segment].begin == next ? &segments[segment] : nullptr;
+  }
 };
 
 class FileSource final : public runtime::SourceDef<Record> {
@@ -63,48 +73,85 @@ class FileSource final : public runtime::SourceDef<Record> {
     auto last_draw = started;
     uint64_t total_rows = 0;
     int64_t first_event = runtime::kBeginningOfTime;
-    auto where = [&](size_t i) { return inputs[where_from[i].first].reader->describe_position(where_from[i].second); };
+    auto where = [&](size_t i) {
+      // A telemetry_gap event the ledger added has no position of its own: the batch's last row's.
+      if (i >= where_from.size()) i = where_from.size() - 1;
+      return where_from.empty() ? std::string()
+                                : inputs[where_from[i].first].reader->describe_position(where_from[i].second);
+    };
+    // Sends `rows` (with the progress of the batch they are, when they are one).
+    auto send = [&](const ProgressSegment* seg) {
+      if (rows.empty() && !seg) return;
+      total_rows += rows.size();
+      runtime::Progress progress;
+      if (seg) {
+        ledger_.observe(seg->progress, rows, out.counters());
+        progress = {seg->progress.producer, seg->progress.seq, seg->progress.watermark_ns, seg->progress.final};
+      }
+      if (o_.speed > 0) {
+        paced_push(out, rows, where, first_event, started, seg ? &progress : nullptr);
+      } else {
+        out.push(rows, where, seg ? &progress : nullptr);
+      }
+      rows.clear();
+      where_from.clear();
+    };
+    // Moves the rows [in.next, end) of input k to `rows`.
+    auto take = [&](Input& in, size_t k, size_t end) {
+      for (size_t i = in.next; i < end; ++i) {
+        rows.push_back(std::move(in.rows[i]));
+        where_from.push_back({k, in.positions[i]});
+      }
+      in.next = end;
+    };
     for (;;) {
       if (out.stopping()) break;
       rows.clear();
       where_from.clear();
       if (inputs.size() == 1) {
-        // One file: pass its batches through as they are.
+        // One file: pass its batches through as they are; a batch with
+        // producer progress is pushed alone, with its progress, as live.
         Input& in = inputs[0];
         if (!fill(in, out)) break;
-        if (in.next == 0) {
-          rows.swap(in.rows);
-        } else {
-          rows.assign(std::make_move_iterator(in.rows.begin() + static_cast<long>(in.next)),
-                      std::make_move_iterator(in.rows.end()));
+        while (in.next < in.rows.size() || in.segment < in.segments.size()) {
+          if (const ProgressSegment* seg = in.segment_here()) {
+            take(in, 0, seg->end);
+            ++in.segment;
+            send(seg);
+            continue;
+          }
+          size_t end = in.segment < in.segments.size() ? in.segments[in.segment].begin : in.rows.size();
+          take(in, 0, end);
+          send(nullptr);
         }
-        for (size_t k = in.next; k < in.positions.size(); ++k) where_from.push_back({0, in.positions[k]});
-        in.rows.clear();
-        in.next = 0;
       } else {
         // Several files (of one run, or of runs side by side): merge them by
         // event time row by row, so that the source's watermark and lateness
-        // apply to one time-ordered stream.
+        // apply to one time-ordered stream. A batch with producer progress is
+        // one unit of the merge (at its first event's time), pushed alone.
         while (rows.size() < o_.batch_size) {
           Input* best = nullptr;
           size_t best_i = 0;
+          int64_t best_t = 0;
           for (size_t k = 0; k < inputs.size(); ++k) {
             Input& in = inputs[k];
             if (!fill(in, out)) continue;
-            if (!best || in.rows[in.next].time_ns < best->rows[best->next].time_ns) best = &in, best_i = k;
+            const ProgressSegment* seg = in.segment_here();
+            int64_t t = seg && seg->begin == seg->end ? runtime::kBeginningOfTime : in.rows[in.next].time_ns;
+            if (!best || t < best_t) best = &in, best_i = k, best_t = t;
           }
           if (!best) break;
-          rows.push_back(std::move(best->rows[best->next]));
-          where_from.push_back({best_i, best->positions[best->next]});
-          ++best->next;
+          if (const ProgressSegment* seg = best->segment_here()) {
+            send(nullptr);  // the rows merged so far go first
+            take(*best, best_i, seg->end);
+            ++best->segment;
+            send(seg);
+            continue;
+          }
+          take(*best, best_i, best->next + 1);
         }
-        if (rows.empty()) break;
-      }
-      total_rows += rows.size();
-      if (o_.speed > 0) {
-        paced_push(out, rows, where, first_event, started);
-      } else {
-        out.push(rows, where);
+        if (rows.empty() && std::none_of(inputs.begin(), inputs.end(), [&](Input& in) { return fill(in, out); })) break;
+        send(nullptr);
       }
       if (o_.progress) {
         auto now = std::chrono::steady_clock::now();
@@ -129,13 +176,16 @@ class FileSource final : public runtime::SourceDef<Record> {
  private:
   // Makes sure `in` has a row to give (reading more if needed); false at its end.
   bool fill(Input& in, runtime::SourceOutput<Record>& out) {
-    while (in.next >= in.rows.size()) {
+    while (in.next >= in.rows.size() && in.segment >= in.segments.size()) {
       if (in.eof) return false;
       in.rows.clear();
       in.positions.clear();
+      in.segments.clear();
       in.next = 0;
+      in.segment = 0;
       uint64_t dead_before = in.reader->dead_lettered();
-      in.eof = !in.reader->next(&in.rows, &in.positions, o_.batch_size, out.dead_letters(), out.node_id());
+      in.eof =
+          !in.reader->next(&in.rows, &in.positions, o_.batch_size, out.dead_letters(), out.node_id(), &in.segments);
       if (uint64_t dead = in.reader->dead_lettered() - dead_before) {
         out.counters().add(out.counters().dead_lettered, dead);
         out.counters().add(out.counters().in, dead);
@@ -164,9 +214,15 @@ class FileSource final : public runtime::SourceDef<Record> {
   }
 
   // Pushes rows when their event time, scaled by the speed, is due on the wall clock.
+  // A batch with producer progress is paced as a whole, by its first event.
   void paced_push(runtime::SourceOutput<Record>& out, std::vector<Record>& rows,
                   const std::function<std::string(size_t)>& where, int64_t& first_event,
-                  std::chrono::steady_clock::time_point started) {
+                  std::chrono::steady_clock::time_point started, const runtime::Progress* progress) {
+    if (progress) {
+      if (!rows.empty()) wait_due(out, rows[0].time_ns, first_event, started);
+      out.push(rows, where, progress);
+      return;
+    }
     std::vector<Record> chunk;
     std::vector<size_t> chunk_pos;  // index into rows, for positions
     auto flush = [&] {
@@ -193,7 +249,19 @@ class FileSource final : public runtime::SourceDef<Record> {
     flush();
   }
 
+  void wait_due(runtime::SourceOutput<Record>& out, int64_t time_ns, int64_t& first_event,
+                std::chrono::steady_clock::time_point started) {
+    if (first_event == runtime::kBeginningOfTime) first_event = time_ns;
+    double offset_s = static_cast<double>(time_ns - first_event) / 1e9 / o_.speed;
+    auto due = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(std::max(0.0, offset_s)));
+    while (!out.stopping() && std::chrono::steady_clock::now() < due) {
+      std::this_thread::sleep_until(std::min(due, std::chrono::steady_clock::now() + std::chrono::milliseconds(100)));
+    }
+  }
+
   FileSourceOptions o_;
+  ProducerLedger ledger_;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <zmq.hpp>
 
+#include "connectors/sources/producer_ledger.h"
 #include "connectors/sources/sources.h"
 #include "connectors/zmq_endpoint.h"
 #include "formats/capnp_codec.h"
@@ -45,12 +46,16 @@ class ZmqSource final : public runtime::SourceDef<Record> {
     }
     std::vector<Record> rows;
     std::vector<capnpc::EventIssue> issues;
+    capnpc::BatchProgress progress;
+    ProducerLedger ledger;
     uint64_t frame_no = 0;
     zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0}};
     while (!out.stopping() && !interrupted_.load()) {
       int ready = 0;
       try {
-        ready = zmq::poll(items, 1, std::chrono::milliseconds(100));
+        // 10 ms: idle() also moves the watermark up to the wall clock less
+        // join_grace when no batch comes (runtime/executor.h, join_cap).
+        ready = zmq::poll(items, 1, std::chrono::milliseconds(10));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         throw;
@@ -76,7 +81,7 @@ class ZmqSource final : public runtime::SourceDef<Record> {
         rows.clear();
         issues.clear();
         std::string error;
-        if (!capnpc::decode_batch(msg.data(), msg.size(), &rows, &issues, &error)) {
+        if (!capnpc::decode_batch(msg.data(), msg.size(), &rows, &issues, &error, &progress)) {
           dead(out, where, error);
           continue;
         }
@@ -88,13 +93,22 @@ class ZmqSource final : public runtime::SourceDef<Record> {
             dead(out, where, "not recorded: " + error);
           }
         }
-        drop_future(out, rows, where);
-        out.push(rows, [&](size_t i) { return where; });
+        int64_t horizon = drop_future(out, rows, where);
+        if (progress.producer.empty()) {
+          out.push(rows, [&](size_t i) { return where; });
+          continue;
+        }
+        // A producer's promise is bounded by the same horizon as its events.
+        ledger.observe(progress, rows, out.counters());
+        runtime::Progress p{progress.producer, progress.seq, std::min(progress.watermark_ns, horizon), progress.final};
+        out.push(
+            rows, [&](size_t i) { return where; }, &p);
       }
     }
   }
 
   void interrupt() override { interrupted_.store(true); }
+  bool live() const override { return true; }
 
   std::string describe() const override {
     return (o_.bind.empty() ? "connect=" + o_.connect : "bind=" + o_.bind) + (o_.subscribe ? " sub" : " pull");
@@ -113,7 +127,8 @@ class ZmqSource final : public runtime::SourceDef<Record> {
   // One event stamped far in the future (a bad clock) would move the
   // watermark past everything else and make it all late. Live event times are
   // wall-clock times, so reject those beyond max_future of this host's clock.
-  void drop_future(runtime::SourceOutput<Record>& out, std::vector<Record>& rows, const std::string& where) {
+  // Returns that horizon.
+  int64_t drop_future(runtime::SourceOutput<Record>& out, std::vector<Record>& rows, const std::string& where) {
     int64_t now =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
@@ -131,6 +146,7 @@ class ZmqSource final : public runtime::SourceDef<Record> {
       ++kept;
     }
     rows.resize(kept);
+    return now + o_.max_future_ns;
   }
 
   ZmqSourceOptions o_;

@@ -576,6 +576,30 @@ py::list DecodeBatch(py::bytes data) {
   return events;
 }
 
+// The batch's producer progress (contract v2): producer, seq, watermark_ns,
+// final; producer "" for an old sender's batch.
+py::dict DecodeProgress(py::bytes data) {
+  std::string_view bytes = data;
+  if (bytes.empty() || bytes.size() % sizeof(capnp::word) != 0) {
+    throw py::value_error("decode_progress: not a Cap'n Proto message (size " + std::to_string(bytes.size()) +
+                          " is not a positive multiple of 8)");
+  }
+  auto words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  py::dict out;
+  try {
+    capnp::FlatArrayMessageReader reader(words);
+    auto batch = reader.getRoot<wire::Batch>();
+    out["producer"] = std::string(batch.getProducer().cStr());
+    out["seq"] = batch.getSeq();
+    out["watermark_ns"] = batch.getWatermarkNs();
+    out["final"] = batch.getFinal();
+  } catch (const kj::Exception& e) {
+    throw py::value_error(std::string("decode_progress: ") + e.getDescription().cStr());
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace runlens::sdk
 
@@ -600,6 +624,8 @@ PYBIND11_MODULE(_native, m) {
 
   m.def("decode_batch", &DecodeBatch, py::arg("data"),
         "Decode one Batch message into a list of dicts with JSONL contract names.");
+  m.def("decode_progress", &DecodeProgress, py::arg("data"),
+        "The producer progress of one Batch message: producer, seq, watermark_ns, final.");
 
   py::dict fields;
   fields["step"] = FieldNames(kStepFields);

@@ -194,12 +194,16 @@ void EncodeRunEnd(wire::RunEnd::Builder out, const Slot& slot, const EmitterOpti
 
 }  // namespace
 
-kj::Array<capnp::word> BatchEncoder::Encode(std::span<const Slot> slots) const {
+kj::Array<capnp::word> BatchEncoder::Encode(std::span<const Slot> slots, const BatchProgress& progress) const {
   // About 40 words per event is what a full step event takes; one first
   // segment of that size keeps a typical batch in a single allocation.
   capnp::MallocMessageBuilder message(static_cast<unsigned>(64 + 40 * slots.size()));
   auto batch = message.initRoot<wire::Batch>();
   batch.setSchemaVersion(wire::SCHEMA_VERSION);
+  batch.setProducer(AsText(progress.producer));
+  batch.setSeq(progress.seq);
+  batch.setWatermarkNs(progress.watermark_ns);
+  batch.setFinal(progress.final);
   auto events = batch.initEvents(static_cast<unsigned>(slots.size()));
   for (unsigned i = 0; i < slots.size(); ++i) {
     const Slot& slot = slots[i];

@@ -8,11 +8,20 @@
 
 #include <cstddef>
 #include <span>
+#include <string_view>
 
 #include "runlens/sdk.h"
 #include "slot.h"
 
 namespace runlens::sdk {
+
+// A batch's producer progress (contract v2, docs/telemetry.md "Producers").
+struct BatchProgress {
+  std::string_view producer;
+  uint64_t seq = 0;
+  int64_t watermark_ns = 0;
+  bool final = false;
+};
 
 class BatchEncoder {
  public:
@@ -21,7 +30,7 @@ class BatchEncoder {
 
   // May throw kj::Exception or std::bad_alloc; the exporter catches, counts
   // and drops the batch.
-  kj::Array<capnp::word> Encode(std::span<const Slot> slots) const;
+  kj::Array<capnp::word> Encode(std::span<const Slot> slots, const BatchProgress& progress) const;
 
  private:
   const EmitterOptions& options_;

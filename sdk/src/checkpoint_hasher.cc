@@ -8,13 +8,13 @@
 
 namespace runlens::sdk {
 
-CheckpointHasher::CheckpointHasher(Send send, size_t capacity)
-    : send_(std::move(send)), capacity_(capacity == 0 ? 1 : capacity) {}
+CheckpointHasher::CheckpointHasher(Send send, size_t capacity, Release release)
+    : send_(std::move(send)), release_(std::move(release)), capacity_(capacity == 0 ? 1 : capacity) {}
 
 CheckpointHasher::~CheckpointHasher() { Stop(std::chrono::milliseconds(0)); }
 
-bool CheckpointHasher::Submit(std::string path, std::string checkpoint_id, std::optional<int64_t> step,
-                              int64_t time_ns) noexcept {
+bool CheckpointHasher::Submit(std::string path, std::string checkpoint_id, std::optional<int64_t> step, int64_t time_ns,
+                              uint64_t hold) noexcept {
   try {
     std::lock_guard lock(mu_);
     if (stopping_ || queue_.size() >= capacity_) {
@@ -22,7 +22,7 @@ bool CheckpointHasher::Submit(std::string path, std::string checkpoint_id, std::
       return false;
     }
     if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
-    queue_.push_back(Job{std::move(path), std::move(checkpoint_id), step, time_ns});
+    queue_.push_back(Job{std::move(path), std::move(checkpoint_id), step, time_ns, hold});
     queued_.fetch_add(1, std::memory_order_relaxed);
   } catch (...) {  // allocation or thread start failed: counted, never thrown
     dropped_.fetch_add(1, std::memory_order_relaxed);
@@ -83,6 +83,7 @@ void CheckpointHasher::Run() {
     busy_ = false;
     if (abandon_.load(std::memory_order_relaxed)) {
       dropped_.fetch_add(1, std::memory_order_relaxed);
+      Released(job.hold);
     } else {
       Checkpoint c;
       c.checkpoint_id = job.checkpoint_id;
@@ -99,6 +100,7 @@ void CheckpointHasher::Run() {
       }
       lock.unlock();
       send_(c);  // emit copies the texts into its slot
+      Released(job.hold);
       lock.lock();
     }
     if (queue_.empty() && !busy_) idle_cv_.notify_all();
@@ -113,6 +115,7 @@ void CheckpointHasher::Stop(std::chrono::milliseconds timeout) noexcept {
   if (!queue_.empty() || busy_) {
     abandon_.store(true, std::memory_order_relaxed);
     dropped_.fetch_add(queue_.size(), std::memory_order_relaxed);
+    for (const Job& job : queue_) Released(job.hold);
     queue_.clear();
   }
   stopped_ = true;

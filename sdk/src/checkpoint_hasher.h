@@ -22,12 +22,18 @@ namespace runlens::sdk {
 class CheckpointHasher {
  public:
   using Send = std::function<bool(const Checkpoint&)>;
+  // Called once per submitted job that was accepted, after its event was sent
+  // (or once it is dropped): the emitter stops holding its watermark at the
+  // job's time (docs/sdk.md, "Progress").
+  using Release = std::function<void(uint64_t hold)>;
 
-  CheckpointHasher(Send send, size_t capacity);
+  CheckpointHasher(Send send, size_t capacity, Release release = {});
   ~CheckpointHasher();  // Stop(0)
 
   // Queues a file; the thread starts at the first call. Never throws.
-  bool Submit(std::string path, std::string checkpoint_id, std::optional<int64_t> step, int64_t time_ns) noexcept;
+  // `hold` is handed back to Release.
+  bool Submit(std::string path, std::string checkpoint_id, std::optional<int64_t> step, int64_t time_ns,
+              uint64_t hold = 0) noexcept;
 
   // Lets the queued files be hashed and sent until `timeout`, then abandons the
   // rest (counted as dropped) and joins the thread. Idempotent.
@@ -40,11 +46,16 @@ class CheckpointHasher {
     std::string path, checkpoint_id;
     std::optional<int64_t> step;
     int64_t time_ns = 0;
+    uint64_t hold = 0;
   };
+  void Released(uint64_t hold) noexcept {
+    if (release_) release_(hold);
+  }
   void Run();
   bool Hash(const std::string& path, std::string& hex, int64_t& size);
 
   Send send_;
+  Release release_;
   size_t capacity_;
   std::mutex mu_;
   std::condition_variable cv_;       // work arrives, or stop

@@ -1,3 +1,4 @@
+#include <unistd.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -75,6 +77,20 @@ void StartSlot(Slot& slot, SlotKind kind, const std::optional<int64_t>& time_ns)
 
 constexpr bool NonFinite(const std::optional<double>& v) { return v && !std::isfinite(*v); }
 
+// A producer id (contract v2): the run and rank it speaks for, then what makes
+// it unique among emitters: host, process, the emitter's number in the
+// process and its start time.
+std::string ProducerId(const EmitterOptions& o) {
+  static std::atomic<uint64_t> emitters{0};
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  const auto started = std::chrono::steady_clock::now().time_since_epoch().count();
+  char unique[96];
+  std::snprintf(unique, sizeof unique, "%lld.%llu.%llx", static_cast<long long>(getpid()),
+                static_cast<unsigned long long>(emitters.fetch_add(1) + 1), static_cast<unsigned long long>(started));
+  return o.run_id + "/" + std::to_string(o.rank) + "/" + (host[0] ? host : "host") + "/" + unique;
+}
+
 }  // namespace
 
 Priority PriorityOf(const Train& t) noexcept {
@@ -112,6 +128,8 @@ class Emitter::Impl {
       rings_[i] = std::make_unique<EventRing>(std::max<uint32_t>(options_.buffer_capacity[i], 2));
     }
     wake_mask_ = std::bit_ceil(size_t{options_.batch_size}) - 1;
+    producer_ = ProducerId(options_);
+    for (auto& marks : marks_) marks.reserve(kMaxMarks);  // the exporter never allocates for them
     OpenSocket();
     if (options_.rank == 0) {
       Push(Priority::kP0, [](Slot& slot) { StartSlot(slot, SlotKind::kRunStart, std::nullopt); });
@@ -156,6 +174,29 @@ class Emitter::Impl {
   bool Invalid() noexcept {
     invalid_.fetch_add(1, std::memory_order_relaxed);
     return false;
+  }
+
+  // Holds of the watermark for events promised with an earlier time than they
+  // are emitted (checkpoint_saved's, while their file is hashed). Hold() may
+  // throw std::bad_alloc (the caller catches); a hold is released once its
+  // event is in a ring (or dropped), and forgotten by the exporter once a pass
+  // that saw it released has emptied the rings.
+  uint64_t Hold() {
+    std::lock_guard lock(hold_mu_);
+    holds_.push_back({++hold_ids_, INT64_MIN, false, false});
+    return hold_ids_;
+  }
+  void SetHold(uint64_t id, int64_t time_ns) noexcept {
+    std::lock_guard lock(hold_mu_);
+    for (auto& h : holds_) {
+      if (h.id == id) h.time_ns = time_ns;
+    }
+  }
+  void Release(uint64_t id) noexcept {
+    std::lock_guard lock(hold_mu_);
+    for (auto& h : holds_) {
+      if (h.id == id) h.released = true;
+    }
   }
 
   // An event that never got into a ring still counts as emitted, so that
@@ -268,6 +309,23 @@ class Emitter::Impl {
     }
   }
 
+  // The oldest time a hold keeps (INT64_MIN while one is being set; INT64_MAX:
+  // none), marking the released holds as seen by this pass.
+  int64_t ReadHolds() noexcept {
+    std::lock_guard lock(hold_mu_);
+    int64_t oldest = INT64_MAX;
+    for (auto& h : holds_) {
+      oldest = std::min(oldest, h.time_ns);
+      if (h.released) h.seen = true;
+    }
+    return oldest;
+  }
+  // After a pass emptied the rings, the events of the holds it saw released are out.
+  void ForgetHolds() noexcept {
+    std::lock_guard lock(hold_mu_);
+    std::erase_if(holds_, [](const HoldEntry& h) { return h.seen; });
+  }
+
   // Fills `batch` with up to batch_size events, P0 first.
   size_t Collect(std::vector<Slot>& batch, Counts& counts) noexcept {
     counts = {};
@@ -279,6 +337,43 @@ class Emitter::Impl {
       }
     }
     return n;
+  }
+
+  // The watermark of the batch just collected (docs/sdk.md, "Progress"): the
+  // oldest event still waiting in any ring or held (`held`), bounded by the
+  // clock read before the rings were (`now`). An
+  // event takes its clock stamp after it claims its cell, so every cell
+  // claimed after a pass read the clock (at `now`, then the ring's write
+  // position) holds an event no older than that `now`. The oldest event left
+  // in a ring is then no older than the clock of the latest pass that had
+  // not yet seen its cell claimed. Exact for clock-stamped events; an event
+  // given an explicit older time_ns can be older (late at the collector).
+  // Returns whether every ring was empty (nothing waits).
+  bool Watermark(int64_t now, int64_t held, int64_t& watermark) noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the clock before the write positions
+    int64_t bound = std::min(now, held);
+    bool empty = true;
+    for (size_t i = 0; i < kPriorities; ++i) {
+      const uint64_t written = rings_[i]->pushed();
+      const uint64_t read = rings_[i]->popped();
+      auto& marks = marks_[i];
+      if (written != read) {
+        empty = false;
+        // The latest pass whose write position is at or before the oldest cell left.
+        size_t k = 0;
+        while (k + 1 < marks.size() && marks[k + 1].written <= read) ++k;
+        if (k > 0) marks.erase(marks.begin(), marks.begin() + static_cast<long>(k));
+        bound = std::min(bound, !marks.empty() && marks[0].written <= read ? marks[0].now : watermark_);
+      } else {
+        marks.clear();
+      }
+      // Kept bounded: when full, the newest mark gives way (the older ones only ever answer lower).
+      if (marks.size() == kMaxMarks) marks.pop_back();
+      marks.push_back({written, now});
+    }
+    watermark_ = std::max(watermark_, bound);
+    watermark = watermark_;
+    return empty;
   }
 
   // true when the pending batch is gone (sent, or dropped on a hard error).
@@ -313,6 +408,11 @@ class Emitter::Impl {
         Sleep(stopping ? std::chrono::milliseconds(2) : options_.flush_interval);
         continue;
       }
+      if (final_encoded_) break;  // the final batch is out: what came after close is dropped, counted
+      // The clock, then the holds, before the rings are read (Watermark).
+      const int64_t now = WallClockNs();
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      const int64_t held = ReadHolds();
       size_t n = Collect(batch, counts);
       // run_end goes last, in the batch that empties the rings.
       if (stopping && run_end_wanted_ && !run_end_taken_ && n < batch.size()) {
@@ -320,20 +420,37 @@ class Emitter::Impl {
         ++counts[0];
         run_end_taken_ = true;
       }
-      if (n == 0) {
-        if (stopping) break;  // everything is out
-        Sleep(options_.flush_interval);
+      int64_t watermark = 0;
+      const bool empty = Watermark(now, held, watermark);
+      if (empty) ForgetHolds();
+      // The batch that empties the rings at close is the producer's last.
+      const bool final = stopping && empty && (!run_end_wanted_ || run_end_taken_);
+      // With nothing to send, a batch without events still carries the
+      // watermark forward once per flush_interval (a heartbeat), so that the
+      // collector can close what the other producers reported meanwhile: its
+      // watermark is the minimum over producers.
+      const bool heartbeat = n == 0 && !stopping && watermark > sent_watermark_ &&
+                             SteadyClock::now() - last_batch_ >= options_.flush_interval;
+      if (n == 0 && !final && !heartbeat) {
+        Sleep(stopping ? std::chrono::milliseconds(2) : options_.flush_interval);
         continue;
       }
       if (socket_ == nullptr) {
         Drop(counts, stopping);  // unusable endpoint: drain and count
+        if (final) break;
         continue;
       }
       try {
-        pending_ = PendingBatch{encoder_.Encode(std::span<const Slot>(batch.data(), n)), counts, n};
+        const BatchProgress progress{producer_, seq_ + 1, watermark, final};
+        pending_ = PendingBatch{encoder_.Encode(std::span<const Slot>(batch.data(), n), progress), counts, n};
+        ++seq_;
+        final_encoded_ = final;
+        sent_watermark_ = watermark;
+        last_batch_ = SteadyClock::now();
       } catch (...) {
         send_errors_.fetch_add(1, std::memory_order_relaxed);
         Drop(counts, stopping);
+        if (final) break;
       }
     }
     Shutdown();
@@ -404,6 +521,27 @@ class Emitter::Impl {
 
   // Exporter thread only.
   std::optional<PendingBatch> pending_;
+  std::string producer_;  // set before the exporter starts
+  uint64_t seq_ = 0;      // of the last batch encoded
+  int64_t watermark_ = INT64_MIN;
+  int64_t sent_watermark_ = INT64_MIN;  // of the last batch encoded
+  SteadyClock::time_point last_batch_{};
+  bool final_encoded_ = false;
+  struct Mark {
+    uint64_t written;  // a ring's write position at a pass
+    int64_t now;       // the clock read just before it
+  };
+  static constexpr size_t kMaxMarks = 64;
+  std::array<std::vector<Mark>, kPriorities> marks_;
+
+  struct HoldEntry {
+    uint64_t id;
+    int64_t time_ns;
+    bool released, seen;
+  };
+  std::mutex hold_mu_;
+  std::vector<HoldEntry> holds_;
+  uint64_t hold_ids_ = 0;
   bool run_end_taken_ = false;
   uint64_t dropped_at_close_ = 0;
   std::thread exporter_;
@@ -412,7 +550,8 @@ class Emitter::Impl {
 Emitter::Emitter(EmitterOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))),
       hasher_(std::make_unique<CheckpointHasher>([this](const Checkpoint& c) { return emit(c); },
-                                                 impl_->options().checkpoint_queue)) {}
+                                                 impl_->options().checkpoint_queue,
+                                                 [this](uint64_t hold) { impl_->Release(hold); })) {}
 
 Emitter::~Emitter() {
   // Queued checkpoints get the default close's time, then the rings close.
@@ -421,10 +560,16 @@ Emitter::~Emitter() {
 
 bool Emitter::checkpoint_saved(std::string_view path, std::optional<int64_t> step,
                                std::string_view checkpoint_id) noexcept {
+  uint64_t hold = 0;
   try {
+    // The event will carry the time of this call, but is sent once hashed:
+    // until then it holds the emitter's watermark (held before the clock is
+    // read, so that no batch can promise past it meanwhile).
+    hold = impl_->Hold();
     const int64_t now =
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count();
+    impl_->SetHold(hold, now);
     std::filesystem::path file{std::string(path)};
     std::error_code ec;
     std::filesystem::path absolute = std::filesystem::absolute(file, ec);
@@ -433,8 +578,11 @@ bool Emitter::checkpoint_saved(std::string_view path, std::optional<int64_t> ste
     if (id.empty()) {
       id = impl_->options().run_id + "/" + (step ? "step-" + std::to_string(*step) : absolute.filename().string());
     }
-    return hasher_->Submit(absolute.lexically_normal().string(), std::move(id), step, now);
+    if (hasher_->Submit(absolute.lexically_normal().string(), std::move(id), step, now, hold)) return true;
+    impl_->Release(hold);
+    return false;
   } catch (...) {
+    if (hold != 0) impl_->Release(hold);
     return false;  // allocation failed: not queued
   }
 }

@@ -60,6 +60,8 @@ class EventRing {
 
   // Events ever taken in: the write position only moves on a successful claim.
   uint64_t pushed() const noexcept { return write_pos_.load(std::memory_order_relaxed); }
+  // Consumer only: events ever popped (the position of the oldest cell not yet popped).
+  uint64_t popped() const noexcept { return read_pos_; }
   size_t capacity() const noexcept { return capacity_; }
 
  private:

@@ -271,3 +271,23 @@ def test_non_finite_val_loss_alone_is_run_health(dead_endpoint):
     em.emit("train", step=1, loss=1.0, val_loss=float("nan"))
     assert em.stats()["emitted"]["p1"] == 1
     em.close(timeout=0)
+
+
+def test_batches_carry_the_emitters_progress_and_close_sends_a_final_batch(collector):
+    em = make(collector, rank=1)
+    before = time.time_ns()
+    for i in range(5):
+        assert em.emit("step", step=i, step_ms=1.0)
+    assert em.close(timeout=10)
+    progress = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not (progress and progress[-1]["final"]):
+        if collector.socket.poll(100):
+            progress.append(runlens.decode_progress(collector.socket.recv()))
+    assert progress and progress[-1]["final"]
+    assert [p["seq"] for p in progress] == list(range(1, len(progress) + 1))
+    assert all(not p["final"] for p in progress[:-1])
+    producers = {p["producer"] for p in progress}
+    assert len(producers) == 1 and producers.pop().startswith("r1/1/")
+    marks = [p["watermark_ns"] for p in progress]
+    assert marks == sorted(marks) and marks[-1] >= before

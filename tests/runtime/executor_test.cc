@@ -152,16 +152,18 @@ using Body = std::function<void(rt::SourceOutput<Row>&)>;
 
 class LambdaSource final : public rt::SourceDef<Row> {
  public:
-  explicit LambdaSource(Body body, std::function<void()> on_interrupt = {})
-      : body_(std::move(body)), on_interrupt_(std::move(on_interrupt)) {}
+  explicit LambdaSource(Body body, std::function<void()> on_interrupt = {}, bool live = false)
+      : body_(std::move(body)), on_interrupt_(std::move(on_interrupt)), live_(live) {}
   void run(rt::SourceOutput<Row>& out) override { body_(out); }
   void interrupt() override {
     if (on_interrupt_) on_interrupt_();
   }
+  bool live() const override { return live_; }
 
  private:
   Body body_;
   std::function<void()> on_interrupt_;
+  bool live_;
 };
 
 // Pushes `rows` (in arrival order) in batches of `batch`, naming row i "toy:i".
@@ -265,6 +267,7 @@ struct Config {
   rt::OverflowPolicy overflow = rt::OverflowPolicy::kBlock;
   int64_t idle_timeout_ns = 30'000'000'000;
   int64_t backpressure_ns = 0;  // `shed` sheds at once unless a test asks for backpressure
+  int64_t join_grace_ns = 100'000'000;
 };
 
 rt::ExecutorOptions options(const Config& c, rt::DeadLetterSink* dead) {
@@ -275,6 +278,7 @@ rt::ExecutorOptions options(const Config& c, rt::DeadLetterSink* dead) {
   o.overflow = c.overflow;
   o.idle_timeout_ns = c.idle_timeout_ns;
   o.backpressure_ns = c.backpressure_ns;
+  o.join_grace_ns = c.join_grace_ns;
   o.dead_letters = dead;
   return o;
 }
@@ -283,9 +287,9 @@ struct Harness {
   explicit Harness(const Config& c)
       : ex(options(c, &dead), [](const Row& r) { return "row#" + std::to_string(r.value); }) {}
 
-  Harness& source(const std::string& id, Body body, std::function<void()> on_interrupt = {}) {
+  Harness& source(const std::string& id, Body body, std::function<void()> on_interrupt = {}, bool live = false) {
     ex.add_source(id, "toy_source", mask(kData) | mask(kControl),
-                  std::make_unique<LambdaSource>(std::move(body), std::move(on_interrupt)));
+                  std::make_unique<LambdaSource>(std::move(body), std::move(on_interrupt), live));
     return *this;
   }
   Harness& op(const std::string& id, std::vector<std::string> inputs, std::unique_ptr<rt::OperatorDef<Row>> def,
@@ -1736,3 +1740,276 @@ TEST_CASE("rows at the beginning of time and negative times are processed in ord
 }
 
 }  // namespace
+
+// ==================================================================================
+// (k) producers' progress: batches that declare their producer's watermark
+// ==================================================================================
+
+// Records what a partition is given: each row with the watermark in force
+// before it, and every watermark.
+class Watch final : public rt::Operator<Row> {
+ public:
+  struct Seen {
+    Log<std::pair<int64_t, int64_t>> rows;  // (value, watermark before it)
+    Log<int64_t> watermarks;
+    std::atomic<int64_t> last{rt::kBeginningOfTime};
+  };
+  explicit Watch(Seen* seen) : seen_(seen) {}
+  void process(const Row& r, rt::Emitter<Row>&) override { seen_->rows.add({r.value, seen_->last.load()}); }
+  void on_watermark(int64_t wm, rt::Emitter<Row>&) override {
+    seen_->watermarks.add(wm);
+    seen_->last.store(wm);
+  }
+
+ private:
+  Seen* seen_;
+};
+Factory watch(Watch::Seen* seen) {
+  return [seen](const rt::OperatorContext&) { return std::make_unique<Watch>(seen); };
+}
+
+// Pushes rows (time, value) as one batch of `producer` with its watermark.
+void push_as(rt::SourceOutput<Row>& out, std::string_view producer, uint64_t seq, int64_t watermark,
+             std::vector<std::pair<int64_t, int64_t>> rows, bool final = false) {
+  std::vector<Row> b;
+  for (auto [t, v] : rows) b.push_back(Row{t, 0, kData, 0, v});
+  rt::Progress p{producer, seq, watermark, final};
+  out.push(
+      b, [&](size_t i) { return std::string(producer) + "#" + std::to_string(seq) + ":" + std::to_string(i); }, &p);
+}
+
+std::vector<int64_t> watermarks_below_end(const Watch::Seen& seen) {
+  std::vector<int64_t> out;
+  for (int64_t w : seen.watermarks.items()) {
+    if (w != rt::kEndOfTime) out.push_back(w);
+  }
+  return out;
+}
+
+TEST_CASE("producers: the source's watermark is the minimum over its producers, interleaved, whatever the lateness") {
+  for (int threads : kConcurrentThreads) {
+    CAPTURE(threads);
+    Watch::Seen seen;
+    // An hour of lateness: only the producers' watermarks can release anything before end of input.
+    Harness h(Config{.threads = threads, .lateness_ns = INT64_C(3600'000'000'000)});
+    h.source("src", [&](rt::SourceOutput<Row>& out) {
+       push_as(out, "a", 1, 100, {{10, 1}});   // a alone: 100
+       push_as(out, "b", 1, 120, {{150, 2}});  // min(100, 120)
+       push_as(out, "a", 2, 300, {{200, 3}});  // min(300, 120): b holds it
+       push_as(out, "b", 2, 400, {{130, 4}});  // 130 is not late (b had promised 120); min(300, 400)
+       push_as(out, "b", 3, 500, {{250, 5}});  // 250 < 300: late
+       push_as(out, "a", 3, 200, {});          // a promise is never taken back: a stays at 300
+     }).op("watch", {"src"}, single(watch(&seen)));
+    h.run();
+    CHECK(watermarks_below_end(seen) == std::vector<int64_t>{100, 120, 300});
+    // Each row released by the first watermark past it, in canonical order.
+    CHECK(seen.rows.items() ==
+          std::vector<std::pair<int64_t, int64_t>>{{1, rt::kBeginningOfTime}, {4, 120}, {2, 120}, {3, 120}});
+    auto dead = h.dead.log.items();
+    REQUIRE(dead.size() == 1);
+    CHECK(dead[0].position == "b#3:0");
+    CHECK(dead[0].reason == "late: event time 250 is 0 ms behind the watermark (the producers' progress)");
+    CHECK(h.counters("src").late == 1);
+    CHECK(h.counters("src").producers == 2);
+  }
+}
+
+TEST_CASE("producers: a late-flushed row behind a newer one of the same producer is not late") {
+  // The SDK sends P0 first: a P2 event at t=100 waits in its ring behind a P0
+  // at t=500, and the batch carrying the P0 says so (watermark 100).
+  Watch::Seen seen;
+  Harness h(Config{.threads = 2, .lateness_ns = 0});
+  h.source("src", [&](rt::SourceOutput<Row>& out) {
+     push_as(out, "sdk", 1, 100, {{500, 1}});
+     push_as(out, "sdk", 2, 600, {{100, 2}});
+   }).op("watch", {"src"}, single(watch(&seen)));
+  h.run();
+  CHECK(h.dead.log.size() == 0);
+  CHECK(seen.rows.items() == std::vector<std::pair<int64_t, int64_t>>{{2, 100}, {1, 100}});
+  CHECK(watermarks_below_end(seen) == std::vector<int64_t>{100, 600});
+}
+
+TEST_CASE("producers: a row is released as soon as every producer's watermark passes it, without more input") {
+  for (int threads : kConcurrentThreads) {
+    CAPTURE(threads);
+    Watch::Seen seen;
+    std::atomic<bool> released_while_running{false};
+    Harness h(Config{.threads = threads, .lateness_ns = INT64_C(3600'000'000'000)});
+    h.source("src", [&](rt::SourceOutput<Row>& out) {
+       // Four ranks report step 6, then step 7 (t = 1000 + rank); the batch
+       // of the last report carries its producer's watermark past it (the SDK
+       // stamps a batch with its clock when nothing older waits): nothing
+       // else is needed, and lateness plays no part.
+       // (A producer not heard of yet holds nothing: each promises no more
+       // than the step-6 reports' start, as emitters starting together do.)
+       for (int rank = 0; rank < 4; ++rank) push_as(out, "rank" + std::to_string(rank), 1, 900, {{900 + rank, rank}});
+       for (int rank = 0; rank < 3; ++rank)
+         push_as(out, "rank" + std::to_string(rank), 2, 2000, {{1000 + rank, 10 + rank}});
+       bool early = eventually([&] { return seen.rows.size() > 0; }, 50ms);  // everything waits for rank 3
+       push_as(out, "rank3", 2, 1004, {{1003, 13}});
+       released_while_running = !early && eventually([&] { return seen.rows.size() == 8; }, 5s);
+     }).op("watch", {"src"}, single(watch(&seen)));
+    h.run();
+    CHECK(released_while_running.load());
+  }
+}
+
+TEST_CASE("producers: a final batch retires its producer; with none left the watermark is what they promised") {
+  Watch::Seen seen;
+  std::atomic<bool> released_while_running{false};
+  Harness h(Config{.threads = 2, .lateness_ns = INT64_C(3600'000'000'000)});
+  h.source("src", [&](rt::SourceOutput<Row>& out) {
+     push_as(out, "a", 1, 50, {{100, 1}});
+     push_as(out, "b", 1, 50, {{110, 2}});
+     push_as(out, "a", 2, 1000, {{120, 3}}, /*final=*/true);  // a no longer holds: b's 50
+     push_as(out, "b", 2, 900, {{130, 4}}, /*final=*/true);   // none left: max(1000, 900)
+     released_while_running = eventually([&] { return seen.rows.size() == 4; }, 5s);
+   }).op("watch", {"src"}, single(watch(&seen)));
+  h.run();
+  CHECK(released_while_running.load());
+  CHECK(watermarks_below_end(seen) == std::vector<int64_t>{50, 1000});
+  CHECK(h.counters("src").producers == 0);
+}
+
+TEST_CASE("producers: a live source's silent producer stops holding the watermark and rejoins when it speaks") {
+  Watch::Seen seen;
+  std::atomic<bool> released_past_silent{false}, held_again{false};
+  Harness h(Config{.threads = 2, .lateness_ns = INT64_C(3600'000'000'000), .idle_timeout_ns = 200'000'000});
+  h.source(
+       "src",
+       [&](rt::SourceOutput<Row>& out) {
+         push_as(out, "quiet", 1, 100, {{90, 1}});
+         push_as(out, "busy", 1, 1000, {{500, 2}});
+         // busy keeps speaking; quiet is silent past the idle timeout, so
+         // busy's watermark alone releases its row (and the idle check runs
+         // while busy's batches keep the source from ever being idle).
+         uint64_t seq = 1;
+         released_past_silent = eventually(
+             [&] {
+               push_as(out, "busy", ++seq, 1000, {});
+               return seen.last.load() == 1000;
+             },
+             5s);
+         // quiet speaks again: its row older than the watermark is late, its
+         // newer one is not, and it holds the watermark again at its promise.
+         push_as(out, "quiet", 2, 1200, {{200, 3}, {1100, 4}});
+         push_as(out, "busy", ++seq, 2000, {});
+         std::this_thread::sleep_for(20ms);
+         held_again = seen.last.load() == 1000 || seen.last.load() == 1200;
+       },
+       {}, /*live=*/true)
+      .op("watch", {"src"}, single(watch(&seen)));
+  h.run();
+  CHECK(released_past_silent.load());
+  CHECK(held_again.load());
+  auto dead = h.dead.log.items();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].position == "quiet#2:0");
+  CHECK(h.counters("src").producers_idle >= 1);
+  std::vector<int64_t> values;
+  for (auto [v, wm] : seen.rows.items()) values.push_back(v);
+  CHECK(values == std::vector<int64_t>{1, 2, 4});
+  // Monotone throughout.
+  auto wms = seen.watermarks.items();
+  CHECK(std::is_sorted(wms.begin(), wms.end()));
+}
+
+TEST_CASE("producers: live, while producers join, promises count up to the wall clock less join_grace; then in full") {
+  auto wall = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  for (int64_t grace : {INT64_C(200'000'000), INT64_C(0)}) {
+    CAPTURE(grace);
+    Watch::Seen seen;
+    std::atomic<bool> followed{false}, capped{true}, uncapped{false};
+    Harness h(Config{.threads = 2, .lateness_ns = INT64_C(3600'000'000'000), .join_grace_ns = grace});
+    h.source(
+         "src",
+         [&](rt::SourceOutput<Row>& out) {
+           // `early` promises a second ahead of the clock (its batch says nothing older follows);
+           // `late` starts a moment later with an event stamped before that promise.
+           int64_t now = wall();
+           push_as(out, "early", 1, now + 1'000'000'000, {{now, 1}});
+           push_as(out, "late", 1, now + 5'000'000, {{now + 1'000'000, 2}});
+           // With nothing more sent, idle() lets the watermark follow the clock less the grace.
+           if (grace > 0) {
+             followed = eventually(
+                 [&] {
+                   out.idle();
+                   return seen.rows.size() == 2;
+                 },
+                 5s);
+             for (int64_t w : watermarks_below_end(seen)) capped = capped && w <= wall() - grace;
+             // Two seconds after the last producer joined, the cap is off: a promise counts in full.
+             std::this_thread::sleep_for(2100ms);
+             int64_t promise = wall() + 1'000'000'000;
+             push_as(out, "early", 2, promise, {});
+             push_as(out, "late", 2, promise, {});
+             uncapped = eventually([&] { return seen.last.load() == promise; }, 5s);
+           }
+         },
+         {}, /*live=*/true)
+        .op("watch", {"src"}, single(watch(&seen)));
+    h.run();
+    if (grace > 0) {
+      CHECK(h.dead.log.items().empty());
+      CHECK(followed.load());
+      std::vector<int64_t> values;
+      for (auto [v, wm] : seen.rows.items()) values.push_back(v);
+      CHECK(values == std::vector<int64_t>{1, 2});
+      // While the producers joined, every watermark stayed below the clock less the grace.
+      CHECK(capped.load());
+      CHECK(uncapped.load());
+    } else {
+      // Without the cap, `early`'s promise made `late`'s first row late.
+      REQUIRE(h.dead.log.items().size() == 1);
+      CHECK(h.dead.log.items()[0].position == "late#1:0");
+    }
+  }
+}
+
+TEST_CASE("producers: rows without progress (old senders) keep the lateness rule, and hold producers' rows too") {
+  Watch::Seen seen;
+  Harness h(Config{.threads = 2, .lateness_ns = 100});
+  h.source("src", [&](rt::SourceOutput<Row>& out) {
+     std::vector<Row> old{Row{1000, 0, kData, 0, 1}};
+     out.push(old, [](size_t) { return std::string("old"); });  // 1000 - 100
+     push_as(out, "new", 1, 5000, {{950, 2}});                  // min(5000, 900)
+     std::vector<Row> old2{Row{850, 0, kData, 0, 3}, Row{2000, 0, kData, 0, 4}};
+     out.push(old2, [](size_t) { return std::string("old2"); });  // 850 is late; then min(5000, 1900)
+   }).op("watch", {"src"}, single(watch(&seen)));
+  h.run();
+  CHECK(watermarks_below_end(seen) == std::vector<int64_t>{900, 1900});
+  auto dead = h.dead.log.items();
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].reason == "late: event time 850 is 0 ms behind the watermark (allowed lateness 0 ms)");
+}
+
+TEST_CASE("producers: a producer cannot declare the end of time") {
+  Watch::Seen seen;
+  Harness h(Config{.threads = 2, .lateness_ns = 0});
+  h.source("src", [&](rt::SourceOutput<Row>& out) {
+     push_as(out, "bad", 1, rt::kEndOfTime, {{10, 1}});
+     push_as(out, "bad", 2, rt::kEndOfTime, {{rt::kEndOfTime - 1, 2}});
+   }).op("watch", {"src"}, single(watch(&seen)));
+  h.run();
+  CHECK(watermarks_below_end(seen) == std::vector<int64_t>{rt::kEndOfTime - 1});
+  CHECK(seen.rows.size() == 2);
+}
+
+TEST_CASE("producers: a source that is not live (a replay) lets no producer go idle") {
+  Watch::Seen seen;
+  Harness h(Config{.threads = 2, .lateness_ns = INT64_C(3600'000'000'000), .idle_timeout_ns = 1'000'000});
+  h.source("src", [&](rt::SourceOutput<Row>& out) {
+     push_as(out, "slow", 1, 100, {{100, 1}});
+     push_as(out, "fast", 1, 150, {{120, 2}});
+     std::this_thread::sleep_for(20ms);  // 20 idle timeouts of wall clock
+     push_as(out, "fast", 2, 5000, {{1050, 3}});
+     push_as(out, "slow", 2, 200, {{150, 4}});  // not late: slow still held the watermark
+   }).op("watch", {"src"}, single(watch(&seen)));
+  h.run();
+  CHECK(h.dead.log.size() == 0);
+  CHECK(h.counters("src").producers_idle == 0);
+  CHECK(watermarks_below_end(seen) == std::vector<int64_t>{100, 200});
+}

@@ -44,11 +44,13 @@ except ImportError as _native_error:
 
     _native.error = _native_error
 decode_batch = _native.decode_batch
+decode_progress = _native.decode_progress
 
 __all__ = [
     "Emitter",
     "StepScope",
     "decode_batch",
+    "decode_progress",
     "FIELDS",
     "PHASE_FIELDS",
     "DEFAULT_ENDPOINT",

@@ -20,3 +20,4 @@ def _missing(*_args, **_kwargs):
 
 Emitter = _missing
 decode_batch = _missing
+decode_progress = _missing
