@@ -534,7 +534,7 @@ TEST_CASE("alerts: the encoding names every field") {
   encode_alert(full_alert(), &line);
   CHECK(
       line ==
-      R"({"alert_id":"4f2a9c1b3d5e7f80","kind":"straggler","severity":"critical","time_ns":1700000000123456789,)"
+      R"({"alert_id":"4f2a9c1b3d5e7f80","revision":0,"kind":"straggler","severity":"critical","time_ns":1700000000123456789,)"
       R"("tenant":"team-a","run_id":"run-1","step":1200,"rank":3,"node":"node-a","gpu":7,"value":1.75,"threshold":1.5,)"
       R"("summary":"rank 3 is 1.75x slower than the median \"step\"","symptom":"slow steps on one rank",)"
       R"("cause":"data loader starved\non node-a","owner":"data-platform",)"
@@ -577,10 +577,11 @@ TEST_CASE("alerts: contract v2's evaluation locators round trip, and are absent 
   a.attrs = {{"lower", -0.08}, {"upper", -0.03}};
   std::string line;
   encode_alert(a, &line);
-  CHECK(line == R"({"alert_id":")" + a.alert_id +
-                    R"(","kind":"benchmark_regression","severity":"warning","time_ns":1767225600000000000,)"
-                    R"("model_id":"digits-mlp","model_version":"v2","evaluation_id":"ev-0123","value":-0.05,)"
-                    R"("threshold":-0.02,"summary":"digits-mlp:v2 is worse","attrs":{"lower":-0.08,"upper":-0.03}})");
+  CHECK(line ==
+        R"({"alert_id":")" + a.alert_id +
+            R"(","revision":0,"kind":"benchmark_regression","severity":"warning","time_ns":1767225600000000000,)"
+            R"("model_id":"digits-mlp","model_version":"v2","evaluation_id":"ev-0123","value":-0.05,)"
+            R"("threshold":-0.02,"summary":"digits-mlp:v2 is worse","attrs":{"lower":-0.08,"upper":-0.03}})");
   Alert back;
   std::string why;
   REQUIRE(decode_alert(line, &back, &why));
@@ -590,9 +591,22 @@ TEST_CASE("alerts: contract v2's evaluation locators round trip, and are absent 
   encode_alert(full_alert(), &training);
   CHECK(training.find("model_id") == std::string::npos);
   CHECK(training.find("evaluation_id") == std::string::npos);
-  // Consumers ignore fields they do not know (contract v2 may add more, e.g. `revision`).
+  // Consumers ignore fields they do not know (later revisions of v2 may add more); revision is read.
   REQUIRE(decode_alert(R"({"alert_id":"a","kind":"k","revision":3,"future":{"x":[1]},"model_id":"m"})", &back, &why));
   CHECK(back.model_id == "m");
+  CHECK(back.revision == 3);
+  // An alert without the field (v1) is revision 0; a revision round trips.
+  REQUIRE(decode_alert(R"({"alert_id":"a","kind":"k"})", &back, &why));
+  CHECK(back.revision == 0);
+  Alert revised = a;
+  revised.revision = 7;
+  std::string revised_line;
+  encode_alert(revised, &revised_line);
+  CHECK(revised_line.find(R"(","revision":7,"kind":)") != std::string::npos);
+  REQUIRE(decode_alert(revised_line, &back, &why));
+  CHECK(back == revised);
+  CHECK_FALSE(decode_alert(R"({"alert_id":"a","kind":"k","revision":"1"})", &back, &why));
+  CHECK(why.find("field 'revision'") != std::string::npos);
   CHECK_FALSE(decode_alert(R"({"alert_id":"a","kind":"k","evaluation_id":7})", &back, &why));
   CHECK(why.find("field 'evaluation_id'") != std::string::npos);
 }
