@@ -387,7 +387,7 @@ class Executor {
       node_->counters.add(node_->counters.in, rows.size() + late);
       node_->counters.add(node_->counters.out, rows.size());
       ex_->route(node_, node_->producer_base, rows);
-      ex_->send_watermark(node_, node_->producer_base, watermark_, steady_ns());
+      publish_watermark(now, steady_ns(), /*force=*/false);
     }
 
     void idle() override {
@@ -409,8 +409,10 @@ class Executor {
                 .count();
         watermark_ = std::max(watermark_, sat_sub(wall, ex_->opts_.idle_timeout_ns));
       }
-      if (watermark_ > before) ex_->send_watermark(node_, node_->producer_base, watermark_);
+      if (watermark_ > before || watermark_ > sent_wm_) publish_watermark(now, 0, /*force=*/true);
     }
+
+    bool watermark_pending() const override { return watermark_ > sent_wm_; }
 
     bool stopping() const override { return ex_->stopping_.load(std::memory_order_relaxed) || ex_->failed_.load(); }
     DeadLetterSink& dead_letters() override { return *ex_->opts_.dead_letters; }
@@ -420,6 +422,25 @@ class Executor {
    private:
     static constexpr auto kSweepEvery = std::chrono::milliseconds(100);
     static constexpr auto kJoinWindow = std::chrono::seconds(2);
+    // A live source with many producers (1024 ranks' heartbeats) moves its
+    // watermark thousands of times a second, and each move is a message to
+    // every partition downstream: it sends one at most every kCoalesce, and
+    // the rest when it next polls (watermark_pending() shortens that poll).
+    static constexpr auto kCoalesce = std::chrono::milliseconds(1);
+
+    // Sends the watermark downstream when it moved. `arrival` is when the
+    // batch that moved it was received (0: none); a deferred watermark keeps
+    // the arrival of the first batch it waited for, so sinks' latency
+    // includes the wait.
+    void publish_watermark(std::chrono::steady_clock::time_point now, int64_t arrival, bool force) {
+      if (watermark_ <= sent_wm_) return;
+      if (pending_arrival_ == 0) pending_arrival_ = arrival;
+      if (live_ && !force && now - sent_at_ < kCoalesce) return;
+      ex_->send_watermark(node_, node_->producer_base, watermark_, pending_arrival_);
+      sent_wm_ = watermark_;
+      sent_at_ = now;
+      pending_arrival_ = 0;
+    }
 
     struct Producer {
       int64_t watermark = kBeginningOfTime;
@@ -555,6 +576,9 @@ class Executor {
     std::chrono::steady_clock::time_point last_data_ = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point last_sweep_ = last_data_;
     std::chrono::steady_clock::time_point last_join_{};  // a producer was first heard
+    int64_t sent_wm_ = kBeginningOfTime;                 // the last watermark sent downstream
+    std::chrono::steady_clock::time_point sent_at_{};
+    int64_t pending_arrival_ = 0;
   };
 
   void run_source(Node* node) {

@@ -168,6 +168,9 @@ class SourceOutput {
   // the wall clock less join_grace): after the idle timeout the watermark
   // follows the wall clock.
   virtual void idle() = 0;
+  // A watermark the source has not sent downstream yet (a live source sends
+  // at most one a millisecond): call idle() soon.
+  virtual bool watermark_pending() const { return false; }
   virtual bool stopping() const = 0;
   virtual DeadLetterSink& dead_letters() = 0;
   virtual NodeCounters& counters() = 0;

@@ -55,7 +55,7 @@ class ZmqSource final : public runtime::SourceDef<Record> {
       try {
         // 10 ms: idle() also moves the watermark up to the wall clock less
         // join_grace when no batch comes (runtime/executor.h, join_cap).
-        ready = zmq::poll(items, 1, std::chrono::milliseconds(10));
+        ready = zmq::poll(items, 1, std::chrono::milliseconds(out.watermark_pending() ? 1 : 10));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         throw;

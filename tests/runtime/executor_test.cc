@@ -1946,7 +1946,12 @@ TEST_CASE("producers: live, while producers join, promises count up to the wall 
              int64_t promise = wall() + 1'000'000'000;
              push_as(out, "early", 2, promise, {});
              push_as(out, "late", 2, promise, {});
-             uncapped = eventually([&] { return seen.last.load() == promise; }, 5s);
+             uncapped = eventually(
+                 [&] {
+                   out.idle();  // a live source sends a watermark at most once a millisecond; idle() sends the rest
+                   return seen.last.load() == promise;
+                 },
+                 5s);
            }
          },
          {}, /*live=*/true)
@@ -1967,6 +1972,46 @@ TEST_CASE("producers: live, while producers join, promises count up to the wall 
       CHECK(h.dead.log.items()[0].position == "late#1:0");
     }
   }
+}
+
+TEST_CASE("producers: a live source sends at most a watermark a millisecond; idle() sends the last, and none is lost") {
+  Watch::Seen seen;
+  std::atomic<bool> caught_up{false};
+  std::atomic<size_t> sent_while_pushing{0};
+  Harness h(Config{.threads = 2, .lateness_ns = INT64_C(3600'000'000'000)});
+  h.source(
+       "src",
+       [&](rt::SourceOutput<Row>& out) {
+         // 2000 heartbeats of one producer, each moving its watermark, in well under 2000 ms.
+         auto start = std::chrono::steady_clock::now();
+         for (int i = 1; i <= 2000; ++i) {
+           std::vector<std::pair<int64_t, int64_t>> rows;
+           if (i % 100 == 0) rows.push_back({10 * i - 5, i});
+           push_as(out, "p", static_cast<uint64_t>(i), 10 * i, rows);
+         }
+         auto ms =
+             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+         CHECK(ms < 1000);
+         std::this_thread::sleep_for(50ms);  // what was sent has reached the operator
+         sent_while_pushing = seen.watermarks.size();
+         // At most one a millisecond (and the first), however many batches came.
+         CHECK(sent_while_pushing.load() <= static_cast<size_t>(ms) + 2);
+         CHECK(sent_while_pushing.load() >= 1);
+         caught_up = eventually(
+             [&] {
+               out.idle();
+               return seen.last.load() == 20000 && seen.rows.size() == 20;
+             },
+             5s);
+         CHECK_FALSE(out.watermark_pending());
+       },
+       {}, /*live=*/true)
+      .op("watch", {"src"}, single(watch(&seen)));
+  h.run();
+  CHECK(caught_up.load());
+  CHECK(seen.rows.size() == 20);
+  auto wms = seen.watermarks.items();
+  CHECK(std::is_sorted(wms.begin(), wms.end()));
 }
 
 TEST_CASE("producers: rows without progress (old senders) keep the lateness rule, and hold producers' rows too") {
