@@ -31,7 +31,6 @@ import json
 import math
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,13 +40,9 @@ import time
 
 import zmq
 
+from overload_recording import free_port
+
 SLOW_ON, SLOW_OFF = 4, 8  # a slow rank's burst: slow steps, then well steps
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def is_slow(rank, step, slow_ranks):

@@ -25,26 +25,13 @@ import argparse
 import json
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def synth(binary, path):
-    if os.path.exists(path):
-        return
-    subprocess.run([binary, "synth", "--ranks", "1024", "--steps", "500", "--gpu-every", "1",
-                    "--fault", "straggler:rank=713,from=250", "--fault", "nan:step=480", "--out", path],
-                   check=True, stderr=subprocess.DEVNULL)
+from overload_recording import free_port, synth
 
 
 def final_alerts(path):

@@ -23,13 +23,7 @@ import threading
 
 import zmq
 
-
-def synth(binary, path):
-    if os.path.exists(path):
-        return
-    subprocess.run([binary, "synth", "--ranks", "1024", "--steps", "500", "--gpu-every", "1",
-                    "--fault", "straggler:rank=713,from=250", "--fault", "nan:step=480", "--out", path],
-                   check=True, stderr=subprocess.DEVNULL)
+from overload_recording import synth
 
 
 class Counter:
