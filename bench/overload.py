@@ -17,7 +17,10 @@ times, alternating mode by mode. For each live run it checks the alert stream
     `runlens run --counters-json` (every node);
 
 and prints, per mode, the median achieved rate and time `send` was blocked
-(backpressure), the drops by priority and the alerts missing and extra.
+(backpressure), when the pipeline had handled the last of it (its timeline
+stopped growing), the drops by priority and the alerts missing and extra.
+`--hwm N` is send's queue in frames (default 1000: the whole recording, 251
+frames of 4096 events, fits; `--hwm 2` makes send wait on the collector).
 
   /usr/bin/python3 bench/overload.py --repeat 3 --rates 1M 2M
 """
@@ -57,7 +60,8 @@ def compare(reference, live):
 
 
 def settle(path, quiet_s=2.0, limit_s=120.0):
-    """Waits until `path` has not grown for quiet_s (the pipeline has drained what it was sent)."""
+    """Waits until `path` has not grown for quiet_s (the pipeline has drained what it was sent);
+    returns when it last grew."""
     end = time.time() + limit_s
     size, since = -1, time.time()
     while time.time() < end:
@@ -65,8 +69,9 @@ def settle(path, quiet_s=2.0, limit_s=120.0):
         if now != size:
             size, since = now, time.time()
         elif time.time() - since >= quiet_s:
-            return
-        time.sleep(0.1)
+            break
+        time.sleep(0.05)
+    return since
 
 
 def live_run(args, rec, mode, tmp):
@@ -80,11 +85,12 @@ def live_run(args, rec, mode, tmp):
         stdout=subprocess.DEVNULL, stderr=log)
     try:
         time.sleep(1.0)
-        cmd = [args.binary, "send", rec, "--to", f"tcp://127.0.0.1:{listen}", "--json"]
+        cmd = [args.binary, "send", rec, "--to", f"tcp://127.0.0.1:{listen}", "--json", "--hwm", str(args.hwm)]
         cmd += ["--burst"] if mode == "burst" else ["--rate", mode]
+        started = time.time()
         sent = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True)
         line = json.loads(sent.stdout.strip().splitlines()[-1])
-        settle(os.path.join(out, "timeline.jsonl"))
+        drained = settle(os.path.join(out, "timeline.jsonl")) - started
     finally:
         collector.send_signal(signal.SIGINT)
         try:
@@ -100,7 +106,7 @@ def live_run(args, rec, mode, tmp):
                 dropped[p] += node["dropped"][f"P{p}"]
             if node["type"] == "zmq":
                 source_in = node["in"]
-    return {"send": line, "dropped": dropped, "source_in": source_in,
+    return {"send": line, "dropped": dropped, "source_in": source_in, "drained_s": drained,
             "alerts": final_alerts(os.path.join(out, "alerts.jsonl"))}
 
 
@@ -111,6 +117,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rates", nargs="*", default=["1M", "2M"], help="paced modes besides the burst")
     ap.add_argument("--threads", type=int, default=2, help="`runlens run --threads`")
+    ap.add_argument("--hwm", type=int, default=1000, help="`runlens send --hwm` (frames queued on the sending side)")
     args = ap.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     rec = os.path.join(args.dir, "overload-1024x500.rlrec")
@@ -130,21 +137,22 @@ def main():
                 r["missing"], r["extra"] = compare(reference, r["alerts"])
                 results[mode].append(r)
                 print(f"  {mode}: {r['send']['events_per_s'] / 1e6:.2f} M events/s, blocked "
-                      f"{r['send']['blocked_s']:.2f} s, dropped P0-P3 {r['dropped']}, "
+                      f"{r['send']['blocked_s']:.2f} s, the pipeline done {r['drained_s']:.2f} s after the first "
+                      f"frame, dropped P0-P3 {r['dropped']}, "
                       f"{len(r['missing'])} missing, {len(r['extra'])} extra"
                       + (f": {[(a['kind'], a.get('rank'), a.get('step')) for a in r['extra'][:5]]}" if r["extra"]
                          else ""), flush=True)
-    print("| mode | achieved (median of %d) | blocked | shed P0 / P1 / P2 / P3 | alerts missing | extra |"
-          % args.repeat)
-    print("|---|---|---|---|---|---|")
+    print("| mode | achieved (median of %d) | blocked | pipeline done after | shed P0 / P1 / P2 / P3 "
+          "| alerts missing | extra |" % args.repeat)
+    print("|---|---|---|---|---|---|---|")
     bad = False
     for mode in modes:
         rs = results[mode]
         med = lambda f: statistics.median(f(r) for r in rs)
         drops = " / ".join("%d" % med(lambda r, p=p: r["dropped"][p]) for p in range(4))
-        print("| %s | %.2f M events/s | %.2f s | %s | %s | %s |" % (
+        print("| %s | %.2f M events/s | %.2f s | %.2f s | %s | %s | %s |" % (
             "burst" if mode == "burst" else "--rate " + mode, med(lambda r: r["send"]["events_per_s"]) / 1e6,
-            med(lambda r: r["send"]["blocked_s"]), drops,
+            med(lambda r: r["send"]["blocked_s"]), med(lambda r: r["drained_s"]), drops,
             "/".join(str(len(r["missing"])) for r in rs), "/".join(str(len(r["extra"])) for r in rs)))
         bad |= any(r["dropped"][0] or r["missing"] or r["extra"] for r in rs)
     if bad:
