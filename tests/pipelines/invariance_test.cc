@@ -1,6 +1,7 @@
 // The same input gives byte-identical alerts whatever the thread count, batch
 // size, arrival order within the allowed lateness, and input format.
 #include <cmath>
+#include <initializer_list>
 #include <random>
 
 #include "cli/synth/synth.h"
@@ -13,17 +14,9 @@ using namespace runlens::testing;
 
 namespace {
 
-// One run with a straggler, a rank that goes missing and a NaN.
-std::vector<Record> scenario() {
-  synth::Options o;
-  o.run_id = "inv";
-  o.ranks = 24;
-  o.steps = 90;
-  o.gpus_per_node = 4;
-  o.seed = 11;
-  o.gpu_every = 15;
-  o.gc_pause_rate = 0.01;
-  for (const char* f : {"straggler:rank=7,from=20,to=60", "missing_rank:rank=17,from=70", "nan:step=80"}) {
+// The rows of synthetic run `o` with `faults` (runlens synth's --fault syntax).
+std::vector<Record> generate(synth::Options o, std::initializer_list<const char*> faults) {
+  for (const char* f : faults) {
     synth::Fault fault;
     std::string why;
     REQUIRE(synth::parse_fault(f, &fault, &why));
@@ -34,6 +27,19 @@ std::vector<Record> scenario() {
     for (auto& r : batch) rows.push_back(std::move(r));
   });
   return rows;
+}
+
+// One run with a straggler, a rank that goes missing and a NaN.
+std::vector<Record> scenario() {
+  synth::Options o;
+  o.run_id = "inv";
+  o.ranks = 24;
+  o.steps = 90;
+  o.gpus_per_node = 4;
+  o.seed = 11;
+  o.gpu_every = 15;
+  o.gc_pause_rate = 0.01;
+  return generate(o, {"straggler:rank=7,from=20,to=60", "missing_rank:rank=17,from=70", "nan:step=80"});
 }
 
 double attr_value(const Alert& a, const std::string& key) {
@@ -133,17 +139,9 @@ TEST_CASE("invariance: detectors partitioned by node or run give the same alerts
   o.gpu_every = 2;
   o.detail = true;
   o.checkpoint_every = 20;
-  for (const char* f : {"thermal:rank=5,from=30", "host_cpu:rank=14,from=40,to=70", "xid:rank=21,step=60",
-                        "lr_change:step=80,factor=10", "checkpoint_failure:step=50", "ecc:rank=2,from=20"}) {
-    synth::Fault fault;
-    std::string why;
-    REQUIRE(synth::parse_fault(f, &fault, &why));
-    o.faults.push_back(fault);
-  }
-  std::vector<Record> rows;
-  synth::generate(o, [&](std::vector<Record>& batch) {
-    for (auto& r : batch) rows.push_back(std::move(r));
-  });
+  std::vector<Record> rows =
+      generate(o, {"thermal:rank=5,from=30", "host_cpu:rank=14,from=40,to=70", "xid:rank=21,step=60",
+                   "lr_change:step=80,factor=10", "checkpoint_failure:step=50", "ecc:rank=2,from=20"});
   std::string dir = fresh_dir("invariance-detail");
   std::string path = write_jsonl(rows, dir + "/in.jsonl");
   ReplayResult base = replay({path}, 1, 4096);
@@ -192,16 +190,7 @@ TEST_CASE("invariance: a straggler refined by a later, nearer GPU sample, and it
   o.gpus_per_node = 4;
   o.seed = 11;
   o.gpu_every = 7;
-  for (const char* f : {"straggler:rank=7,from=20,to=60", "thermal:rank=13,from=40"}) {
-    synth::Fault fault;
-    std::string why;
-    REQUIRE(synth::parse_fault(f, &fault, &why));
-    o.faults.push_back(fault);
-  }
-  std::vector<Record> rows;
-  synth::generate(o, [&](std::vector<Record>& batch) {
-    for (auto& r : batch) rows.push_back(std::move(r));
-  });
+  std::vector<Record> rows = generate(o, {"straggler:rank=7,from=20,to=60", "thermal:rank=13,from=40"});
   std::string dir = fresh_dir("invariance-revisions");
   std::string path = write_jsonl(rows, dir + "/in.jsonl");
   ReplayResult base = replay({path}, 1, 4096);
