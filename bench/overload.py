@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from overload_recording import free_port, synth
+from overload_recording import add_arguments, free_port, recording
 
 
 def final_alerts(path):
@@ -108,16 +108,11 @@ def live_run(args, rec, mode, tmp):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--binary", default=os.path.join(os.environ.get("RUNLENS_BUILD_DIR", "build"), "runlens"))
-    ap.add_argument("--dir", default="/tmp/runlens-send-bench")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--rates", nargs="*", default=["1M", "2M"], help="paced modes besides the burst")
+    add_arguments(ap)
     ap.add_argument("--threads", type=int, default=2, help="`runlens run --threads`")
     ap.add_argument("--hwm", type=int, default=1000, help="`runlens send --hwm` (frames queued on the sending side)")
     args = ap.parse_args()
-    os.makedirs(args.dir, exist_ok=True)
-    rec = os.path.join(args.dir, "overload-1024x500.rlrec")
-    synth(args.binary, rec)
+    rec = recording(args)
     modes = args.rates + ["burst"]
     with tempfile.TemporaryDirectory(prefix="runlens-overload-") as tmp:
         ref_out = os.path.join(tmp, "replay")

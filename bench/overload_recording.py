@@ -1,5 +1,5 @@
 """What bench/send_throughput.py and bench/overload.py share: issue 12's
-overload recording, and a loopback port chosen at run time."""
+overload recording (its flags and cache), and a loopback port chosen at run time."""
 import os
 import socket
 import subprocess
@@ -20,3 +20,19 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def add_arguments(ap):
+    """The flags of a benchmark that sends the recording: --binary, --dir (the cache), --repeat, --rates."""
+    ap.add_argument("--binary", default=os.path.join(os.environ.get("RUNLENS_BUILD_DIR", "build"), "runlens"))
+    ap.add_argument("--dir", default="/tmp/runlens-send-bench")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rates", nargs="*", default=["1M", "2M"], help="paced modes besides the burst")
+
+
+def recording(args):
+    """The recording's path in --dir, made first when it is not cached there."""
+    os.makedirs(args.dir, exist_ok=True)
+    path = os.path.join(args.dir, "overload-1024x500.rlrec")
+    synth(args.binary, path)
+    return path

@@ -23,7 +23,7 @@ import threading
 
 import zmq
 
-from overload_recording import synth
+from overload_recording import add_arguments, recording
 
 
 class Counter:
@@ -64,14 +64,9 @@ class Counter:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--binary", default=os.path.join(os.environ.get("RUNLENS_BUILD_DIR", "build"), "runlens"))
-    ap.add_argument("--dir", default="/tmp/runlens-send-bench")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--rates", nargs="*", default=["1M", "2M"], help="paced modes besides the burst")
+    add_arguments(ap)
     args = ap.parse_args()
-    os.makedirs(args.dir, exist_ok=True)
-    rec = os.path.join(args.dir, "overload-1024x500.rlrec")
-    synth(args.binary, rec)
+    rec = recording(args)
     modes = ["burst"] + args.rates
     results = {m: [] for m in modes}
     for _ in range(args.repeat):

@@ -467,14 +467,20 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     return s;
   }
 
-  Alert stalled_alert(Symbol run_id, const RunState& st, int64_t step, const Pending& p, int64_t at,
-                      const std::vector<int32_t>& silent) {
+  // An alert of `kind` about run `run_id`, at event time `at`: what every alert below starts from.
+  static Alert run_alert(std::string_view kind, Severity severity, Symbol run_id, const RunState& st, int64_t at) {
     Alert a;
-    a.kind = alert_kind::kJobStalled;
-    a.severity = Severity::kCritical;
+    a.kind = kind;
+    a.severity = severity;
     a.time_ns = at;
     a.tenant = st.tenant;
     a.run_id = run_id;
+    return a;
+  }
+
+  Alert stalled_alert(Symbol run_id, const RunState& st, int64_t step, const Pending& p, int64_t at,
+                      const std::vector<int32_t>& silent) {
+    Alert a = run_alert(alert_kind::kJobStalled, Severity::kCritical, run_id, st, at);
     a.step = step;
     a.value = static_cast<double>(silent.size()) / static_cast<double>(st.world);
     a.threshold = o_.stall_fraction;
@@ -493,12 +499,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
 
   Alert node_alert(Symbol run_id, const RunState& st, int64_t step, Symbol node, const std::vector<int32_t>& ranks,
                    int64_t at, const Pending& p) {
-    Alert a;
-    a.kind = alert_kind::kNodeUnreachable;
-    a.severity = Severity::kCritical;
-    a.time_ns = at;
-    a.tenant = st.tenant;
-    a.run_id = run_id;
+    Alert a = run_alert(alert_kind::kNodeUnreachable, Severity::kCritical, run_id, st, at);
     a.step = step;
     a.node = node;
     a.value = static_cast<double>(at - p.first_time) / 1e9;
@@ -516,12 +517,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
   }
 
   Alert anomaly_alert(Symbol run_id, const RunState& st, int32_t rank, int64_t reported, int64_t at) {
-    Alert a;
-    a.kind = alert_kind::kStepAnomaly;
-    a.severity = Severity::kWarning;
-    a.time_ns = at;
-    a.tenant = st.tenant;
-    a.run_id = run_id;
+    Alert a = run_alert(alert_kind::kStepAnomaly, Severity::kWarning, run_id, st, at);
     a.step = st.current;
     std::string where = locate_rank(a, st.info.get(), rank);
     a.value = static_cast<double>(reported);
@@ -539,12 +535,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
   }
 
   Alert shed_alert(Symbol run_id, const RunState& st, int64_t minute, const ShedMinute& m, int64_t at) {
-    Alert a;
-    a.kind = alert_kind::kTelemetryShed;
-    a.severity = Severity::kInfo;
-    a.time_ns = at;
-    a.tenant = st.tenant;
-    a.run_id = run_id;
+    Alert a = run_alert(alert_kind::kTelemetryShed, Severity::kInfo, run_id, st, at);
     int64_t total = 0;
     for (int64_t n : m.rows) total += n;
     a.value = static_cast<double>(total);
@@ -561,12 +552,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
   }
 
   Alert missing_alert(Symbol run_id, const RunState& st, int64_t step, int32_t rank, int64_t at, const Pending& p) {
-    Alert a;
-    a.kind = alert_kind::kRankMissing;
-    a.severity = Severity::kCritical;
-    a.time_ns = at;
-    a.tenant = st.tenant;
-    a.run_id = run_id;
+    Alert a = run_alert(alert_kind::kRankMissing, Severity::kCritical, run_id, st, at);
     a.step = step;
     std::string where = locate_rank(a, st.info.get(), rank);
     a.value = static_cast<double>(at - p.first_time) / 1e9;

@@ -11,10 +11,10 @@
 //
 // Time. Sources stamp watermarks (the minimum of their producers' declared
 // watermarks; for rows without one, max event time seen - allowed lateness;
-// class Output below) that travel in-band behind the rows. A partition keeps the watermark of each of
-// its producers and uses their minimum; rows wait in a reorder buffer until
-// the watermark passes them and are then handed to the operator in canonical
-// order. End of input is the watermark kEndOfTime, which fires every window.
+// class Output below) that travel in-band behind the rows. A partition keeps
+// the watermark of each of its producers and uses their minimum; rows wait in
+// a reorder buffer until the watermark passes them and are then handed to the
+// operator in canonical order. End of input is the watermark kEndOfTime, which fires every window.
 // A watermark carries when the source received the batch it came from, so a
 // sink's NodeCounters::latency measures how long after the arrival of the
 // evidence that released them its rows were handled.
@@ -392,7 +392,6 @@ class Executor {
 
     void idle() override {
       auto now = std::chrono::steady_clock::now();
-      int64_t before = watermark_;
       live_ = true;  // only a live source waits for input
       sweep(now);
       watermark_ = std::max(watermark_, candidate());
@@ -404,12 +403,9 @@ class Executor {
       // clock, less the idle timeout, so that a silent source (or a hung job)
       // no longer holds every window open.
       if (idle_ && active_.empty() && !legacy_active_) {
-        int64_t wall =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-                .count();
-        watermark_ = std::max(watermark_, sat_sub(wall, ex_->opts_.idle_timeout_ns));
+        watermark_ = std::max(watermark_, sat_sub(wall_ns(), ex_->opts_.idle_timeout_ns));
       }
-      if (watermark_ > before || watermark_ > sent_wm_) publish_watermark(now, 0, /*force=*/true);
+      publish_watermark(now, 0, /*force=*/true);
     }
 
     bool watermark_pending() const override { return watermark_ > sent_wm_; }
@@ -446,10 +442,13 @@ class Executor {
       int64_t watermark = kBeginningOfTime;
       std::chrono::steady_clock::time_point heard{};
       bool active = false;
-      bool retired = false;  // sent its final batch
     };
 
     static int64_t sat_sub(int64_t a, int64_t b) { return a < kBeginningOfTime + b ? kBeginningOfTime : a - b; }
+    static int64_t wall_ns() {
+      return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    }
 
     Producer& producer(std::string_view id) {
       auto it = producers_.find(id);
@@ -482,10 +481,7 @@ class Executor {
     int64_t join_cap(int64_t c) const {
       if (!live_ || ex_->opts_.join_grace_ns <= 0 || producers_.empty()) return c;
       if (std::chrono::steady_clock::now() - last_join_ >= kJoinWindow) return c;
-      int64_t wall =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-              .count();
-      return std::min(c, sat_sub(wall, ex_->opts_.join_grace_ns));
+      return std::min(c, sat_sub(wall_ns(), ex_->opts_.join_grace_ns));
     }
 
     void heard(Producer& p, const Progress& progress, std::chrono::steady_clock::time_point now) {
@@ -497,11 +493,9 @@ class Executor {
       bool was_active = p.active;
       if (progress.final) {
         p.active = false;
-        p.retired = true;
         floor_ = std::max(floor_, p.watermark);
       } else {
         p.active = true;
-        p.retired = false;  // a producer id that speaks again after its final batch is back
         active_.insert({p.watermark, &p});
       }
       if (p.active != was_active) {
@@ -828,49 +822,40 @@ class Executor {
     std::optional<uint64_t> key = p->node->def->key(row);
     int64_t t = RowTraits<R>::time_ns(row);
     uint32_t kind = 1u << RowTraits<R>::kind(row);
-    for (size_t i = 0; i < m.shed.size(); ++i) {
-      ShedReport<R>& s = m.shed[i];
-      if (s.priority != priority || m.shed_keys[i] != key) continue;
-      ++s.rows;
-      s.kinds |= kind;
-      s.last_ns = std::max(s.last_ns, t);
-      if (t < s.first_ns) {
-        s.first_ns = t;
-        s.sample = std::move(row);
-      }
-      return;
-    }
-    m.shed.push_back(ShedReport<R>{.sample = std::move(row),
-                                   .priority = priority,
-                                   .rows = 1,
-                                   .first_ns = t,
-                                   .last_ns = t,
-                                   .kinds = kind,
-                                   .broadcast = !key.has_value()});
-    m.shed_keys.push_back(key);
+    add_report(m,
+               ShedReport<R>{.sample = std::move(row),
+                             .priority = priority,
+                             .rows = 1,
+                             .first_ns = t,
+                             .last_ns = t,
+                             .kinds = kind,
+                             .broadcast = !key.has_value()},
+               key);
   }
 
   // Adds the reports of `from` to those of `into`, one per key and priority.
   static void merge_reports(Msg& into, Msg& from) {
-    for (size_t i = 0; i < from.shed.size(); ++i) {
-      ShedReport<R>& f = from.shed[i];
-      bool merged = false;
-      for (size_t j = 0; j < into.shed.size() && !merged; ++j) {
-        ShedReport<R>& s = into.shed[j];
-        if (s.priority != f.priority || into.shed_keys[j] != from.shed_keys[i]) continue;
-        s.rows += f.rows;
-        s.kinds |= f.kinds;
-        s.last_ns = std::max(s.last_ns, f.last_ns);
-        if (f.first_ns < s.first_ns) {
-          s.first_ns = f.first_ns;
-          s.sample = std::move(f.sample);
-        }
-        merged = true;
+    for (size_t i = 0; i < from.shed.size(); ++i) add_report(into, std::move(from.shed[i]), from.shed_keys[i]);
+  }
+
+  // Adds report `r` (of the consumer's `key`) to m's report of the same key
+  // and priority, or as a report of its own; a report's sample is its
+  // earliest row.
+  static void add_report(Msg& m, ShedReport<R>&& r, std::optional<uint64_t> key) {
+    for (size_t i = 0; i < m.shed.size(); ++i) {
+      ShedReport<R>& s = m.shed[i];
+      if (s.priority != r.priority || m.shed_keys[i] != key) continue;
+      s.rows += r.rows;
+      s.kinds |= r.kinds;
+      s.last_ns = std::max(s.last_ns, r.last_ns);
+      if (r.first_ns < s.first_ns) {
+        s.first_ns = r.first_ns;
+        s.sample = std::move(r.sample);
       }
-      if (merged) continue;
-      into.shed.push_back(std::move(f));
-      into.shed_keys.push_back(from.shed_keys[i]);
+      return;
     }
+    m.shed.push_back(std::move(r));
+    m.shed_keys.push_back(key);
   }
 
   // --- processing --------------------------------------------------------------
