@@ -23,6 +23,7 @@
 #include "batch_encoder.h"
 #include "checkpoint_hasher.h"
 #include "event_ring.h"
+#include "hub.h"
 #include "presence.h"
 #include "runlens/sdk.h"
 #include "slot.h"
@@ -31,8 +32,6 @@ namespace runlens::sdk {
 namespace {
 
 namespace p = presence;
-using SteadyClock = std::chrono::steady_clock;
-
 int64_t WallClockNs() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -109,7 +108,7 @@ Priority PriorityOfEventKind(std::string_view kind) noexcept {
   return kind == "config_change" ? Priority::kP1 : Priority::kP3;
 }
 
-class Emitter::Impl {
+class Emitter::Impl final : public HubClient {
  public:
   explicit Impl(EmitterOptions options) : options_(std::move(options)), encoder_(options_) {
     if (options_.run_id.empty()) throw std::invalid_argument("runlens Emitter: run_id is required");
@@ -128,19 +127,17 @@ class Emitter::Impl {
       rings_[i] = std::make_unique<EventRing>(std::max<uint32_t>(options_.buffer_capacity[i], 2));
     }
     wake_mask_ = std::bit_ceil(size_t{options_.batch_size}) - 1;
+    batch_.resize(options_.batch_size);
     producer_ = ProducerId(options_);
     for (auto& marks : marks_) marks.reserve(kMaxMarks);  // the exporter never allocates for them
-    OpenSocket();
+    // No hub (no context or thread could be made): events fill the rings
+    // and are dropped, counted; Close() drains them.
+    hub_ = Hub::Join(connect_error_);
+    if (hub_ != nullptr) OpenSocket();
     if (options_.rank == 0) {
       Push(Priority::kP0, [](Slot& slot) { StartSlot(slot, SlotKind::kRunStart, std::nullopt); });
     }
-    try {
-      exporter_ = std::thread([this] { Run(); });
-    } catch (const std::system_error& e) {
-      // No exporter: events fill the rings and are dropped; Close() still
-      // releases ZeroMQ.
-      connect_error_ = std::string("cannot start the exporter thread: ") + e.what();
-    }
+    if (hub_ != nullptr) hub_->Add(this);
   }
 
   ~Impl() { Close(kDefaultCloseTimeout, "completed", {}); }
@@ -223,13 +220,23 @@ class Emitter::Impl {
     }
     deadline_ = SteadyClock::now() + std::max(timeout, std::chrono::milliseconds(0));
     stop_.store(true, std::memory_order_release);
-    Wake();
-    if (exporter_.joinable()) {
-      exporter_.join();
+    if (hub_ == nullptr) {
+      Shutdown();  // no exporter ever ran
+    } else if (hub_->ours()) {
+      hub_->Wake(this);
+      hub_->WaitDone(this);  // the final batch is handed to ZeroMQ, the socket closed (lingering)
     } else {
-      Shutdown();  // the thread never started
+      // Inherited through fork(): the exporter and the socket belong to the
+      // parent. Nothing here may touch them; what the rings hold is dropped.
+      DropRings();
+      stopped_.store(true, std::memory_order_release);
     }
     clean_close_ = dropped_at_close_ == 0;
+    // The last emitter of the process out terminates the shared context,
+    // which waits for queued batches within the lingers set from the close
+    // timeouts.
+    Hub::Leave(hub_);
+    hub_ = nullptr;
     return clean_close_;
   }
 
@@ -266,12 +273,7 @@ class Emitter::Impl {
   // shows in stats() as soon as the constructor returns. zmq_connect does not
   // block: TCP name resolution and connecting happen on ZeroMQ's I/O thread.
   void OpenSocket() {
-    context_ = zmq_ctx_new();
-    if (context_ == nullptr) {
-      connect_error_ = std::string("zmq_ctx_new: ") + zmq_strerror(errno);
-      return;
-    }
-    socket_ = zmq_socket(context_, ZMQ_PUSH);
+    socket_ = zmq_socket(hub_->context(), ZMQ_PUSH);
     if (socket_ == nullptr) {
       connect_error_ = std::string("zmq_socket: ") + zmq_strerror(errno);
       return;
@@ -292,13 +294,7 @@ class Emitter::Impl {
   }
 
   void Wake() noexcept {
-    wake_.store(true, std::memory_order_release);
-    wake_cv_.notify_one();
-  }
-
-  void Sleep(std::chrono::milliseconds d) {
-    std::unique_lock lock(wake_mu_);
-    wake_cv_.wait_for(lock, d, [this] { return wake_.exchange(false, std::memory_order_acq_rel); });
+    if (hub_ != nullptr) hub_->Wake(this);
   }
 
   void Drop(const Counts& counts, bool at_close) noexcept {
@@ -396,28 +392,32 @@ class Emitter::Impl {
     return true;
   }
 
-  void Run() noexcept {
-    std::vector<Slot> batch(options_.batch_size);
-    Counts counts{};
-    for (;;) {
+  // The exporter's work, on the hub's thread: ships what the rings hold (P0
+  // first), a heartbeat once per tick, and at close the final batch; returns
+  // when it wants to run again (kDone once shut down). While ZeroMQ refuses
+  // a batch it is kept and retried, so the rings fill and new events are the
+  // ones dropped.
+  SteadyClock::time_point Service(SteadyClock::time_point) noexcept override {
+    static constexpr auto kClosingPoll = std::chrono::milliseconds(2);
+    // A burst is shipped in slices, so one emitter cannot keep the others of
+    // the process waiting: the hub calls it again at once.
+    static constexpr int kBatchesPerCall = 16;
+    for (int batches = 0;;) {
       const bool stopping = stop_.load(std::memory_order_acquire);
-      if (stopping && SteadyClock::now() >= deadline_) break;
-      if (pending_ && !TrySendPending()) {
-        // ZeroMQ's queue is full (collector slow or gone): keep the batch and
-        // stop draining, so the rings fill and new events are the ones dropped.
-        Sleep(stopping ? std::chrono::milliseconds(2) : options_.flush_interval);
-        continue;
-      }
-      if (final_encoded_) break;  // the final batch is out: what came after close is dropped, counted
+      const auto clock = SteadyClock::now();
+      if (stopping && clock >= deadline_) return Finish();
+      if (pending_ && !TrySendPending()) return stopping ? clock + kClosingPoll : NextTick(clock);
+      if (final_encoded_) return Finish();  // the final batch is out: what came after close is dropped, counted
+      if (batches == kBatchesPerCall) return clock;
       // The clock, then the holds, before the rings are read (Watermark).
       const int64_t now = WallClockNs();
       std::atomic_thread_fence(std::memory_order_seq_cst);
       const int64_t held = ReadHolds();
-      size_t n = Collect(batch, counts);
+      size_t n = Collect(batch_, counts_);
       // run_end goes last, in the batch that empties the rings.
-      if (stopping && run_end_wanted_ && !run_end_taken_ && n < batch.size()) {
-        batch[n++] = run_end_;
-        ++counts[0];
+      if (stopping && run_end_wanted_ && !run_end_taken_ && n < batch_.size()) {
+        batch_[n++] = run_end_;
+        ++counts_[0];
         run_end_taken_ = true;
       }
       int64_t watermark = 0;
@@ -426,34 +426,41 @@ class Emitter::Impl {
       // The batch that empties the rings at close is the producer's last.
       const bool final = stopping && empty && (!run_end_wanted_ || run_end_taken_);
       // With nothing to send, a batch without events still carries the
-      // watermark forward once per flush_interval (a heartbeat), so that the
-      // collector can close what the other producers reported meanwhile: its
-      // watermark is the minimum over producers.
+      // watermark forward once per tick of flush_interval (a heartbeat), so
+      // that the collector can close what the other producers reported
+      // meanwhile: its watermark is the minimum over producers.
       const bool heartbeat = n == 0 && !stopping && watermark > sent_watermark_ &&
-                             SteadyClock::now() - last_batch_ >= options_.flush_interval;
-      if (n == 0 && !final && !heartbeat) {
-        Sleep(stopping ? std::chrono::milliseconds(2) : options_.flush_interval);
-        continue;
-      }
+                             hub_->TickOf(clock, options_.flush_interval) > last_batch_tick_;
+      if (n == 0 && !final && !heartbeat) return stopping ? clock + kClosingPoll : NextTick(clock);
       if (socket_ == nullptr) {
-        Drop(counts, stopping);  // unusable endpoint: drain and count
-        if (final) break;
+        Drop(counts_, stopping);  // unusable endpoint: drain and count
+        if (final) return Finish();
+        ++batches;
         continue;
       }
       try {
         const BatchProgress progress{producer_, seq_ + 1, watermark, final};
-        pending_ = PendingBatch{encoder_.Encode(std::span<const Slot>(batch.data(), n), progress), counts, n};
+        pending_ = PendingBatch{encoder_.Encode(std::span<const Slot>(batch_.data(), n), progress), counts_, n};
         ++seq_;
+        ++batches;
         final_encoded_ = final;
         sent_watermark_ = watermark;
-        last_batch_ = SteadyClock::now();
+        last_batch_tick_ = hub_->TickOf(clock, options_.flush_interval);
       } catch (...) {
         send_errors_.fetch_add(1, std::memory_order_relaxed);
-        Drop(counts, stopping);
-        if (final) break;
+        Drop(counts_, stopping);
+        if (final) return Finish();
       }
     }
+  }
+
+  SteadyClock::time_point NextTick(SteadyClock::time_point clock) const noexcept {
+    return hub_->NextTick(clock, options_.flush_interval);
+  }
+
+  SteadyClock::time_point Finish() noexcept {
     Shutdown();
+    return kDone;
   }
 
   // Counts what is left as dropped and releases ZeroMQ within the deadline.
@@ -462,6 +469,22 @@ class Emitter::Impl {
       Drop(pending_->counts, true);
       pending_.reset();
     }
+    DropRings();
+    if (socket_ != nullptr) {
+      // What ZeroMQ still queues may use what is left of the timeout, no
+      // more: the socket lingers in the hub's context, whose termination (at
+      // the last close of the process) waits for it.
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - SteadyClock::now());
+      const int linger = static_cast<int>(std::max<int64_t>(left.count(), 0));
+      zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
+      zmq_close(socket_);
+      socket_ = nullptr;
+    }
+    stopped_.store(true, std::memory_order_release);
+  }
+
+  // What the rings (and an untaken run_end) still hold, counted as dropped at close.
+  void DropRings() noexcept {
     Slot slot;
     for (size_t i = 0; i < kPriorities; ++i) {
       Counts counts{};
@@ -469,19 +492,6 @@ class Emitter::Impl {
       Drop(counts, true);
     }
     if (run_end_wanted_ && !run_end_taken_) Drop(Counts{1, 0, 0, 0}, true);
-    if (socket_ != nullptr) {
-      // What ZeroMQ still queues may use what is left of the timeout, no more.
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - SteadyClock::now());
-      const int linger = static_cast<int>(std::max<int64_t>(left.count(), 0));
-      zmq_setsockopt(socket_, ZMQ_LINGER, &linger, sizeof linger);
-      zmq_close(socket_);
-      socket_ = nullptr;
-    }
-    if (context_ != nullptr) {
-      zmq_ctx_term(context_);
-      context_ = nullptr;
-    }
-    stopped_.store(true, std::memory_order_release);
   }
 
   EmitterOptions options_;
@@ -502,12 +512,8 @@ class Emitter::Impl {
   std::atomic<bool> stopped_{false};
 
   std::string connect_error_;
-  void* context_ = nullptr;
+  Hub* hub_ = nullptr;  // joined in the constructor, left at close
   void* socket_ = nullptr;
-
-  std::mutex wake_mu_;
-  std::condition_variable wake_cv_;
-  std::atomic<bool> wake_{false};
 
   // Close: set by the closing thread before stop_ is released.
   std::atomic<bool> closing_{false};
@@ -519,13 +525,15 @@ class Emitter::Impl {
   bool close_started_ = false;
   bool clean_close_ = false;
 
-  // Exporter thread only.
+  // Exporter (the hub's thread) only.
+  std::vector<Slot> batch_;
+  Counts counts_{};
   std::optional<PendingBatch> pending_;
   std::string producer_;  // set before the exporter starts
   uint64_t seq_ = 0;      // of the last batch encoded
   int64_t watermark_ = INT64_MIN;
-  int64_t sent_watermark_ = INT64_MIN;  // of the last batch encoded
-  SteadyClock::time_point last_batch_{};
+  int64_t sent_watermark_ = INT64_MIN;   // of the last batch encoded
+  int64_t last_batch_tick_ = INT64_MIN;  // the tick of flush_interval the last batch was encoded in
   bool final_encoded_ = false;
   struct Mark {
     uint64_t written;  // a ring's write position at a pass
@@ -544,7 +552,6 @@ class Emitter::Impl {
   uint64_t hold_ids_ = 0;
   bool run_end_taken_ = false;
   uint64_t dropped_at_close_ = 0;
-  std::thread exporter_;
 };
 
 Emitter::Emitter(EmitterOptions options)

@@ -7,9 +7,10 @@
 //     path and never throws: the event is copied into a fixed-size slot of a
 //     bounded lock-free ring (one ring per priority) or, when that ring is
 //     full, dropped and counted.
-//   * One background thread per Emitter drains the rings (P0 first), encodes
+//   * One background thread per process, shared by its emitters (with one
+//     ZeroMQ context; sdk/src/hub.h), drains the rings (P0 first), encodes
 //     the events as Cap'n Proto `Batch` messages (schema/telemetry.capnp) and
-//     hands them to a ZeroMQ PUSH socket with ZMQ_DONTWAIT. A batch ZeroMQ
+//     hands them to each emitter's ZeroMQ PUSH socket with ZMQ_DONTWAIT. A batch ZeroMQ
 //     will not take yet is kept and retried; while it waits the rings fill
 //     and new events are dropped by priority, so a dead collector costs the
 //     training loop nothing but a few counters.
@@ -191,7 +192,8 @@ class CheckpointHasher;
 
 class Emitter {
  public:
-  // Starts the exporter thread; rank 0 queues run_start. Throws
+  // Joins the process's exporter (the first emitter starts it); rank 0
+  // queues run_start. Throws
   // std::invalid_argument for options that are wrong whatever the network
   // does (empty run_id, rank outside [0, world_size)); an unusable endpoint
   // is not an error here: it shows in stats().connect_error and every event
