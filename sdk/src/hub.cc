@@ -1,5 +1,6 @@
 #include "hub.h"
 
+#include <pthread.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -19,7 +20,13 @@ struct Registry {
 
 Registry& registry() {
   // Never destroyed: emitters may be closed from static destructors.
-  static Registry* r = new Registry;
+  static Registry* r = [] {
+    auto* made = new Registry;
+    // A fork while another thread joins or leaves must not leave the child
+    // a registry locked by a thread it does not have.
+    pthread_atfork([] { registry().mu.lock(); }, [] { registry().mu.unlock(); }, [] { registry().mu.unlock(); });
+    return made;
+  }();
   return *r;
 }
 
