@@ -27,6 +27,9 @@ Two figures per configuration, over --repeat runs:
              apart: while producers join, the collector holds their promises
              at the wall clock less join_grace (100 ms; docs/pipelines.md).
 
+and the CPU the collector and the emitter processes use while the ranks step
+(a share of one core; the machine has two).
+
   PYTHONPATH=build/python /usr/bin/python3 bench/alert_latency.py --ranks 64 1024 --flush-ms 50 10 --repeat 3
 """
 import argparse
@@ -131,6 +134,37 @@ class Subscriber:
         self.ctx.term()
 
 
+def cpu_seconds(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return None
+
+
+class CpuShare:
+    """The share of one core the collector and the emitter processes use between two wall-clock times."""
+
+    def __init__(self, collector, workers, start, end):
+        self.result = None
+        self.thread = threading.Thread(target=self.measure, args=(collector, workers, start, end), daemon=True)
+        self.thread.start()
+
+    def measure(self, collector, workers, start, end):
+        if end <= start:
+            return
+        time.sleep(max(0.0, start - time.time()))
+        a = [cpu_seconds(collector)] + [cpu_seconds(w) for w in workers]
+        t = time.time()
+        time.sleep(max(0.0, end - t))
+        b = [cpu_seconds(collector)] + [cpu_seconds(w) for w in workers]
+        dt = time.time() - t
+        if None in a or None in b:
+            return
+        self.result = {"collector": (b[0] - a[0]) / dt, "emitters": sum(b[1:]) / dt - sum(a[1:]) / dt}
+
+
 def one_run(args, ranks, flush_ms, tmp):
     listen, publish = free_port(), free_port()
     out = tempfile.mkdtemp(dir=tmp)
@@ -156,6 +190,9 @@ def one_run(args, ranks, flush_ms, tmp):
                    str(args.period_ms), "--flush-ms", str(flush_ms), "--slow", str(args.slow), "--t0", repr(t0),
                    "--out", path]
             workers.append((subprocess.Popen(cmd, env=env), path))
+        # CPU shares over the steps (from 1 s after the first to 1 s before the last).
+        span = args.steps * args.period_ms / 1000
+        share = CpuShare(collector.pid, [p.pid for p, _ in workers], t0 + 1.0, t0 + span - 1.0)
         for p, _ in workers:
             p.wait(timeout=args.steps * args.period_ms / 1000 + 120)
         # The NaN at the last step must arrive without waiting for the idle timeout (30 s).
@@ -209,7 +246,8 @@ def one_run(args, ranks, flush_ms, tmp):
     kinds = {}
     for _, a in sub.alerts:
         kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
-    return {"e2e": e2e, "collector": collector_latency, "kinds": kinds}
+    share.thread.join()
+    return {"e2e": e2e, "collector": collector_latency, "kinds": kinds, "cpu": share.result}
 
 
 def quantile(xs, q):
@@ -253,6 +291,7 @@ def main():
                 nan = [x for r in runs for x in r["e2e"]["nan_loss"]]
                 joining = [x for r in runs for x in r["e2e"]["joining"]]
                 coll = [r["collector"] for r in runs if r["collector"]]
+                cpus = [r["cpu"] for r in runs if r["cpu"]]
                 row = {
                     "ranks": ranks, "flush_ms": flush_ms, "runs": len(runs),
                     "collector_p50_ms": statistics.median(c["p50"] for c in coll) / 1000 if coll else None,
@@ -266,6 +305,8 @@ def main():
                     "nan_n": len(nan), "nan_runs_missing": sum(1 for r in runs if not r["e2e"]["nan_loss"]),
                     "nan_p50_ms": quantile(nan, 0.5), "nan_max_ms": max(nan, default=float("nan")),
                     "kinds": runs[-1]["kinds"],
+                    "cpu_collector": statistics.median(c["collector"] for c in cpus) if cpus else None,
+                    "cpu_emitters": statistics.median(c["emitters"] for c in cpus) if cpus else None,
                 }
                 results.append(row)
                 print(f"{ranks:5d} ranks, flush_interval {flush_ms:g} ms, {len(runs)} runs:")
@@ -279,6 +320,9 @@ def main():
                       f"emitter made): p50 {row['joining_p50_ms']:.1f} ms, max {row['joining_max_ms']:.1f} ms")
                 print(f"  end to end, nan_loss at the last step ({len(nan)} of {len(runs)} runs): "
                       f"p50 {row['nan_p50_ms']:.1f} ms, max {row['nan_max_ms']:.1f} ms")
+                if cpus:
+                    print(f"  CPU while stepping (share of one core, median): collector {row['cpu_collector']:.0%}, "
+                          f"the {min(args.procs, ranks)} emitter processes {row['cpu_emitters']:.0%}")
                 print(f"  alerts of the last run by kind: {row['kinds']}", flush=True)
     if args.json:
         print(json.dumps(results))
