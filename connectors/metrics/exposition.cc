@@ -18,18 +18,49 @@ std::string_view type_name(MetricType t) {
   return "untyped";
 }
 
+namespace {
+// Length of the valid UTF-8 sequence at s[i], or 0.
+size_t utf8_length(std::string_view s, size_t i) {
+  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = b(i);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+  }
+  if (n == 2 && c < 0xC2) return 0;                                       // overlong
+  if (n == 3 && c == 0xE0 && b(i + 1) < 0xA0) return 0;                   // overlong
+  if (n == 3 && c == 0xED && b(i + 1) >= 0xA0) return 0;                  // surrogate
+  if (n == 4 && c == 0xF0 && b(i + 1) < 0x90) return 0;                   // overlong
+  if (n == 4 && (c > 0xF4 || (c == 0xF4 && b(i + 1) >= 0x90))) return 0;  // past U+10FFFF
+  return n;
+}
+}  // namespace
+
 std::string escape_label_value(std::string_view v) {
   std::string out;
   out.reserve(v.size());
-  for (char c : v) {
-    if (c == '\\')
+  for (size_t i = 0; i < v.size();) {
+    char c = v[i];
+    if (c == '\\') {
       out += "\\\\";
-    else if (c == '"')
+    } else if (c == '"') {
       out += "\\\"";
-    else if (c == '\n')
+    } else if (c == '\n') {
       out += "\\n";
-    else
-      out.push_back(c);
+    } else {
+      // A scrape of text that is not UTF-8 fails whole: invalid bytes become U+FFFD.
+      size_t n = utf8_length(v, i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";
+        ++i;
+        continue;
+      }
+      out.append(v.substr(i, n));
+      i += n;
+      continue;
+    }
+    ++i;
   }
   return out;
 }

@@ -35,7 +35,8 @@ using Labels = std::vector<std::pair<std::string_view, std::string>>;
 
 // `{a="x",b="y"}` with label values escaped (\\, \", \n), or "" for no labels.
 std::string label_text(const Labels& labels);
-// A label value escaped for the text format.
+// A label value escaped for the text format (bytes that are not UTF-8
+// become U+FFFD, since Prometheus rejects a scrape that is not UTF-8).
 std::string escape_label_value(std::string_view v);
 // HELP text escaped (\\ and \n).
 std::string escape_help(std::string_view v);

@@ -231,13 +231,21 @@ class MetricsSink final : public Operator {
     return l;
   }
 
-  RunEntry& run_of(Symbol run_id, const RunStart* rs) {
+  // Null when the run is new and the sink is full: then its info series is
+  // counted as refused and nothing of the run is kept (input cannot grow the
+  // sink's state past the limit either).
+  RunEntry* run_of(Symbol run_id, const RunStart* rs) {
     auto it = runs_.find(run_id);
-    if (it != runs_.end()) return it->second;
+    if (it != runs_.end()) return &it->second;
     RunStart fallback;
     fallback.run_id = run_id;
     metrics::Labels l = job_labels(rs ? *rs : fallback);
     std::string key = metrics::label_text(l);
+    if (full()) {
+      l.emplace_back("run_id", run_id.string());
+      set_.series(kRunInfo, metrics::label_text(l));
+      return nullptr;
+    }
     auto& job = jobs_[key];
     if (job.labels.empty()) {
       job.labels = key;
@@ -250,19 +258,24 @@ class MetricsSink final : public Operator {
     l.emplace_back("run_id", run_id.string());
     e.info_labels = metrics::label_text(l);
     if (Series* s = set_.series(kRunInfo, e.info_labels)) s->value = 1;
-    return e;
+    return &e;
   }
-  RunEntry& run_of(Symbol run_id) { return run_of(run_id, nullptr); }
+  JobEntity* job_of(Symbol run_id) {
+    RunEntry* e = run_of(run_id, nullptr);
+    return e ? e->job : nullptr;
+  }
+  bool full() const { return set_.size() >= set_.max_series(); }
 
   void on_run_start(const RunStart& rs) {
     auto it = runs_.find(rs.run_id);
     // The run started again after it ended: its job series start afresh.
     if (it != runs_.end() && it->second.ended) drop_run(it);
-    RunEntry& e = run_of(rs.run_id, &rs);  // a repeated run_start keeps the labels of the first
+    RunEntry* e = run_of(rs.run_id, &rs);  // a repeated run_start keeps the labels of the first
+    if (!e) return;
     for (const auto& p : rs.ranks) {
       if (p.node.empty() || p.gpu < 0) continue;
       uint64_t k = gpu_key(p.node, p.gpu);
-      if (placement_.emplace(k, rs.run_id).second) e.gpus.push_back(k);
+      if (placement_.emplace(k, rs.run_id).second) e->gpus.push_back(k);
     }
   }
 
@@ -322,8 +335,9 @@ class MetricsSink final : public Operator {
   }
 
   void on_stats(const StepStats& st) {
-    RunEntry& e = run_of(st.run_id, st.run ? &st.run->start : nullptr);
-    JobEntity& j = *e.job;
+    RunEntry* e = run_of(st.run_id, st.run ? &st.run->start : nullptr);
+    if (!e) return;
+    JobEntity& j = *e->job;
     set_job(j, kJobLastStep, static_cast<double>(st.step));
     if (Series* s = job_series(j, kJobSteps)) s->value += 1;
     if (st.shed) return;  // incomplete by shedding: not judged, its aggregates not exported
@@ -339,7 +353,9 @@ class MetricsSink final : public Operator {
   }
 
   void on_collective(const Collective& c) {
-    JobEntity& j = *run_of(c.run_id).job;
+    JobEntity* job = job_of(c.run_id);
+    if (!job) return;
+    JobEntity& j = *job;
     auto it = j.collectives.find(c.op);
     if (it == j.collectives.end()) {
       std::string labels = "{" + j.base + ",op=\"" + metrics::escape_label_value(c.op.str()) + "\"}";
@@ -352,14 +368,21 @@ class MetricsSink final : public Operator {
   }
 
   // --- GPUs and nodes ---------------------------------------------------------
-  GpuEntity& gpu_entity(Symbol node, int32_t gpu) {
+  // Null when the GPU is new and the sink is full: then the series of
+  // `metric` is counted as refused and nothing of the GPU is kept.
+  GpuEntity* gpu_entity(Symbol node, int32_t gpu, GpuMetric metric) {
     uint64_t k = gpu_key(node, gpu);
     std::string labels =
         "{node_id=\"" + metrics::escape_label_value(node.str()) + "\",gpu_id=\"" + std::to_string(gpu) + "\"";
     auto p = placement_.find(k);
     if (p != placement_.end()) labels += "," + runs_[p->second].job->base;
     labels += "}";
-    GpuEntity& g = gpus_[k];
+    auto found = gpus_.find(k);
+    if (found == gpus_.end() && full()) {
+      set_.series(kGpuFamilies[metric], labels);
+      return nullptr;
+    }
+    GpuEntity& g = found != gpus_.end() ? found->second : gpus_[k];
     if (g.labels != labels) {
       // A new job on this GPU (or none now): its series move to the new labels.
       for (int m = 0; m < kGpuMetrics; ++m) {
@@ -373,7 +396,7 @@ class MetricsSink final : public Operator {
       }
       if (g.acc[kGpuXid] > 0) set_gpu(g, kGpuXid, g.acc[kGpuXid]);
     }
-    return g;
+    return &g;
   }
   Series* gpu_series(GpuEntity& g, GpuMetric m) {
     if (!g.s[m]) g.s[m] = set_.series(kGpuFamilies[m], g.labels);
@@ -391,7 +414,9 @@ class MetricsSink final : public Operator {
   }
 
   void on_gpu(const Gpu& s, int64_t t) {
-    GpuEntity& g = gpu_entity(s.node, s.gpu);
+    GpuEntity* entity = gpu_entity(s.node, s.gpu, kGpuTemp);
+    if (!entity) return;
+    GpuEntity& g = *entity;
     using F = Gpu::F;
     if (s.has(F::util_pct)) set_gpu(g, kGpuUtil, s.util_pct / 100);
     if (s.has(F::sm_active_pct)) set_gpu(g, kGpuSmActive, s.sm_active_pct / 100);
@@ -429,6 +454,11 @@ class MetricsSink final : public Operator {
   }
 
   void on_node(const NodeSample& n) {
+    auto found = nodes_.find(n.node);
+    if (found == nodes_.end() && full()) {
+      set_.series(kNodeFamilies[kNodeCpu], metrics::Labels{{"node_id", n.node.string()}});
+      return;
+    }
     auto [it, added] = nodes_.try_emplace(n.node);
     NodeEntity& ns = it->second;
     if (added) ns.labels = metrics::label_text({{"node_id", n.node.string()}});
@@ -445,10 +475,11 @@ class MetricsSink final : public Operator {
   void on_event(const Occurrence& e, int64_t t) {
     std::string_view kind = e.kind.str();
     if (kind == event_kind::kXid && e.has(Occurrence::F::node) && e.has(Occurrence::F::gpu) && e.gpu >= 0) {
-      count_xid(gpu_entity(e.node, e.gpu), e.has(Occurrence::F::code) ? e.code : 0, t);
+      if (GpuEntity* g = gpu_entity(e.node, e.gpu, kGpuXid)) count_xid(*g, e.has(Occurrence::F::code) ? e.code : 0, t);
     } else if (kind == event_kind::kTelemetryGap && e.has(Occurrence::F::code) && e.code > 0) {
       if (!e.run_id.empty()) {
-        if (Series* s = job_series(*run_of(e.run_id).job, kJobLost)) s->value += static_cast<double>(e.code);
+        JobEntity* j = job_of(e.run_id);
+        if (Series* s = j ? job_series(*j, kJobLost) : nullptr) s->value += static_cast<double>(e.code);
       } else if (Series* s = set_.series(kJobFamilies[kJobLost], std::string())) {
         s->value += static_cast<double>(e.code);
       }

@@ -29,6 +29,8 @@ TEST_CASE("label values and HELP text are escaped as the text format says") {
   CHECK(escape_label_value("a\\b\"c\nd") == "a\\\\b\\\"c\\nd");
   CHECK(escape_help("x\\y\nz \"q\"") == "x\\\\y\\nz \"q\"");
   CHECK(label_text({}) == "");
+  CHECK(escape_label_value("gpu-\xE2\x82\xAC") == "gpu-\xE2\x82\xAC");    // UTF-8 is kept
+  CHECK(escape_label_value("n\xFF\xC3") == "n\xEF\xBF\xBD\xEF\xBF\xBD");  // the rest becomes U+FFFD
   CHECK(label_text({{"job_id", "j\"1"}, {"node_id", "n\n2"}}) == "{job_id=\"j\\\"1\",node_id=\"n\\n2\"}");
 }
 
