@@ -175,7 +175,7 @@ Series* MetricSet::series(const Family& family, const std::string& labels_text) 
 }
 
 void MetricSet::erase(const Family& family, const std::string& labels_text) {
-  series_.erase(Key{&family, labels_text});
+  erasures_ += series_.erase(Key{&family, labels_text});
 }
 
 Snapshot MetricSet::snapshot() const {

@@ -79,6 +79,9 @@ class MetricSet {
   void erase(const Family& family, const std::string& labels_text);
 
   size_t size() const { return series_.size(); }
+  // Series erased so far: a writer that was refused a series need not ask
+  // again (and pay for the lookup) until this has changed.
+  uint64_t erasures() const { return erasures_; }
   size_t max_series() const { return max_series_; }
   uint64_t refused() const { return refused_; }
   Snapshot snapshot() const;
@@ -94,6 +97,7 @@ class MetricSet {
   };
   size_t max_series_;
   uint64_t refused_ = 0;
+  uint64_t erasures_ = 0;
   std::unordered_map<Key, Series, KeyHash> series_;
   std::unordered_set<Key, KeyHash> refused_keys_;
 };

@@ -136,10 +136,16 @@ constexpr std::pair<GpuMetric, Gpu::F> kGpuCounters[] = {{kGpuEccSbe, Gpu::F::ec
                                                          {kGpuNvlink, Gpu::F::nvlink_errors_total}};
 constexpr int64_t kXidSameWithinNs = 60'000'000'000;  // an xid event and a sample of one XID are one XID
 
+// Kinds the sink reads when an exposition server is attached.
+constexpr uint32_t kMetricsKinds = mask(Kind::kRunStart) | mask(Kind::kRunEnd) | mask(Kind::kStepStats) |
+                                   mask(Kind::kCollective) | mask(Kind::kGpu) | mask(Kind::kNode) | mask(Kind::kEvent) |
+                                   mask(Kind::kAlert);
+
 struct MetricsSinkOptions {
   int64_t max_series = 10000;
   int64_t retain_ended_ns = 300'000'000'000;  // 5m of event time after run_end
   int64_t publish_interval_ns = 100'000'000;  // wall clock
+  uint32_t kinds = ~0u;                       // row kinds read (of kMetricsKinds)
 };
 
 // --- state --------------------------------------------------------------------
@@ -148,6 +154,7 @@ struct JobEntity {
   std::string base;    // the same without braces, to extend
   int runs = 0;        // runs of this job the sink knows (dropped ones not counted)
   Series* s[kJobMetrics] = {};
+  uint64_t refused_at[kJobMetrics] = {};  // MetricSet::erasures() + 1 when its series was refused
   std::unordered_map<Symbol, std::pair<std::string, Series*>> collectives;  // by op
 };
 
@@ -162,8 +169,10 @@ struct RunEntry {
 
 struct GpuEntity {
   std::string labels;
+  Symbol placed_run;  // the run whose placement `labels` has (empty: none)
   Series* s[kGpuMetrics] = {};
-  double acc[kGpuMetrics] = {};  // counters: what the sink counted for this GPU
+  uint64_t refused_at[kGpuMetrics] = {};  // MetricSet::erasures() + 1 when its series was refused
+  double acc[kGpuMetrics] = {};           // counters: what the sink counted for this GPU
   int64_t raw[kGpuMetrics] = {};
   bool seen[kGpuMetrics] = {};
   int64_t xid_code = 0, xid_ns = INT64_MIN, sample_xid = 0;
@@ -323,10 +332,17 @@ class MetricsSink final : public Operator {
     return runs_.erase(it);
   }
 
-  Series* job_series(JobEntity& j, JobMetric m) {
-    if (!j.s[m]) j.s[m] = set_.series(kJobFamilies[m], j.labels);
-    return j.s[m];
+  // The series of an entity's metric; a refused one is not asked for again
+  // until the set erased a series.
+  template <class Entity>
+  Series* entity_series(Entity& e, int m, const Family& family) {
+    if (e.s[m]) return e.s[m];
+    if (e.refused_at[m] == set_.erasures() + 1) return nullptr;
+    e.s[m] = set_.series(family, e.labels);
+    if (!e.s[m]) e.refused_at[m] = set_.erasures() + 1;
+    return e.s[m];
   }
+  Series* job_series(JobEntity& j, JobMetric m) { return entity_series(j, m, kJobFamilies[m]); }
   void set_job(JobEntity& j, JobMetric m, double v) {
     if (Series* s = job_series(j, m)) s->value = v;
   }
@@ -372,17 +388,22 @@ class MetricsSink final : public Operator {
   // `metric` is counted as refused and nothing of the GPU is kept.
   GpuEntity* gpu_entity(Symbol node, int32_t gpu, GpuMetric metric) {
     uint64_t k = gpu_key(node, gpu);
+    auto p = placement_.find(k);
+    Symbol placed = p != placement_.end() ? p->second : Symbol();
+    auto found = gpus_.find(k);
+    // The hot path: a known GPU whose placement did not change.
+    if (found != gpus_.end() && found->second.placed_run == placed && !found->second.labels.empty())
+      return &found->second;
     std::string labels =
         "{node_id=\"" + metrics::escape_label_value(node.str()) + "\",gpu_id=\"" + std::to_string(gpu) + "\"";
-    auto p = placement_.find(k);
-    if (p != placement_.end()) labels += "," + runs_[p->second].job->base;
+    if (!placed.empty()) labels += "," + runs_[placed].job->base;
     labels += "}";
-    auto found = gpus_.find(k);
     if (found == gpus_.end() && full()) {
       set_.series(kGpuFamilies[metric], labels);
       return nullptr;
     }
     GpuEntity& g = found != gpus_.end() ? found->second : gpus_[k];
+    g.placed_run = placed;
     if (g.labels != labels) {
       // A new job on this GPU (or none now): its series move to the new labels.
       for (int m = 0; m < kGpuMetrics; ++m) {
@@ -398,10 +419,7 @@ class MetricsSink final : public Operator {
     }
     return &g;
   }
-  Series* gpu_series(GpuEntity& g, GpuMetric m) {
-    if (!g.s[m]) g.s[m] = set_.series(kGpuFamilies[m], g.labels);
-    return g.s[m];
-  }
+  Series* gpu_series(GpuEntity& g, GpuMetric m) { return entity_series(g, m, kGpuFamilies[m]); }
   void set_gpu(GpuEntity& g, GpuMetric m, double v) {
     if (Series* s = gpu_series(g, m)) s->value = v;
   }
@@ -523,16 +541,11 @@ class MetricsSink final : public Operator {
   std::chrono::steady_clock::time_point published_{};
 };
 
-// Kinds the sink reads when an exposition server is attached.
-constexpr uint32_t kMetricsKinds = mask(Kind::kRunStart) | mask(Kind::kRunEnd) | mask(Kind::kStepStats) |
-                                   mask(Kind::kCollective) | mask(Kind::kGpu) | mask(Kind::kNode) | mask(Kind::kEvent) |
-                                   mask(Kind::kAlert);
-
 class MetricsSinkDef final : public OperatorDef {
  public:
   explicit MetricsSinkDef(MetricsSinkOptions o) : o_(o) {}
   // Without a hub nothing is routed here: the sink costs the pipeline nothing.
-  uint32_t accepts(uint32_t declared) const override { return hub_ ? declared & kMetricsKinds : 0; }
+  uint32_t accepts(uint32_t declared) const override { return hub_ ? declared & kMetricsKinds & o_.kinds : 0; }
   std::unique_ptr<Operator> open(const runtime::OperatorContext& ctx) const override {
     if (!hub_) return std::make_unique<InertSink>();
     return std::make_unique<MetricsSink>(o_, ctx.node_id, hub_);
@@ -582,6 +595,13 @@ void RegisterMetricsSink(Registry& registry) {
        .type = runtime::ParamType::kDuration,
        .default_value = runtime::duration_text(defaults.retain_ended_ns),
        .doc = "How long (event time) after its run_end a run's job series stay; then they are dropped."},
+      {.name = "kinds",
+       .type = runtime::ParamType::kStringList,
+       .default_value = "[run_start, run_end, step_stats, collective, gpu, node, event, alert]",
+       .doc = "Row kinds to read. Two sinks can share the work: one reading the source's bulk (gpu, node, "
+              "collective, event) with the source as its only input, so those rows are released as soon as the "
+              "source's watermark passes them, and one reading step_stats and alerts (both with run_start and "
+              "run_end, for the labels)."},
       {.name = "publish_interval",
        .type = runtime::ParamType::kDuration,
        .default_value = runtime::duration_text(defaults.publish_interval_ns),
@@ -593,6 +613,12 @@ void RegisterMetricsSink(Registry& registry) {
     o.max_series = ctx.params->get_int("max_series");
     o.retain_ended_ns = ctx.params->get_duration_ns("retain_ended");
     o.publish_interval_ns = ctx.params->get_duration_ns("publish_interval");
+    o.kinds = kinds_mask(ctx, "kinds");
+    if ((o.kinds & ~kMetricsKinds) != 0) {
+      ctx.fail("kinds",
+               "the metrics sink reads only run_start, run_end, step_stats, collective, gpu, node, event and "
+               "alert rows");
+    }
     return std::make_unique<MetricsSinkDef>(o);
   });
 }
