@@ -232,3 +232,16 @@ def test_promtool_accepts_the_shipped_configs_and_their_rule_tests():
         r = subprocess.run([promtool, *args], capture_output=True, text=True, cwd=CONFIGS, timeout=60)
         assert r.returncode == 0, (args, r.stdout, r.stderr)
         assert "SUCCESS" in r.stdout + r.stderr, (args, r.stdout, r.stderr)
+
+
+def test_replay_prints_the_metrics_address_and_a_bad_address_is_a_usage_error(tmp_path):
+    golden = REPO / "tests" / "golden" / "straggler" / "input.jsonl"
+    ok = subprocess.run([str(RUNLENS), "replay", str(golden), "--out", str(tmp_path / "a"), "--quiet",
+                         "--metrics-port", "0"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr
+    assert re.search(r"^metrics: http://127\.0\.0\.1:\d+/metrics$", ok.stderr, re.M), ok.stderr
+    bad = subprocess.run([str(RUNLENS), "replay", str(golden), "--out", str(tmp_path / "b"), "--quiet",
+                          "--metrics-port", "0", "--metrics-host", "256.256.256.256"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2
+    assert bad.stderr == "runlens: --metrics-port: cannot listen on 256.256.256.256:0\n"
