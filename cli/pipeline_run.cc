@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/store_option.h"
+#include "connectors/metrics/metrics_server.h"
 
 namespace runlens::cli {
 
@@ -36,6 +37,11 @@ void add_pipeline_flags(CLI::App* sub, PipelineFlags* flags) {
   sub->add_option("--counters-json", flags->counters_json,
                   "At exit, write every node's counters (rows, drops by priority, queue peak, sink latency) to FILE, "
                   "one JSON object per line");
+  sub->add_option("--metrics-port", flags->metrics_port,
+                  "Serve GET /metrics (Prometheus text format) on HOST:PORT while the pipeline runs; 0 picks a free "
+                  "port, printed as 'metrics: http://HOST:PORT/metrics' on standard error")
+      ->check(CLI::Range(0, 65535));
+  sub->add_option("--metrics-host", flags->metrics_host, "Address --metrics-port listens on")->capture_default_str();
 }
 
 runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const PipelineFlags& flags,
@@ -47,8 +53,21 @@ runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const Pi
   return load_pipeline(flags.pipeline, vars);
 }
 
-int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool replay, bool quiet, bool strict,
-               const std::string& counters_json) {
+int run_engine(runtime::PipelineSpec spec, EngineOptions options, bool replay, bool quiet, bool strict,
+               const PipelineFlags& flags) {
+  const std::string& counters_json = flags.counters_json;
+  std::unique_ptr<connectors::metrics::MetricsServer> metrics_server;
+  if (flags.metrics_port >= 0) {
+    options.metrics = std::make_shared<connectors::metrics::MetricsHub>();
+    metrics_server =
+        std::make_unique<connectors::metrics::MetricsServer>(options.metrics, flags.metrics_host, flags.metrics_port);
+    std::string error;
+    if (!metrics_server->start(&error)) {
+      std::fprintf(stderr, "runlens: --metrics-port: %s\n", error.c_str());
+      return kExitUsage;
+    }
+    std::fprintf(stderr, "metrics: http://%s:%d/metrics\n", flags.metrics_host.c_str(), metrics_server->port());
+  }
   Engine engine(std::move(spec), options);
   std::atomic<bool> done{false};
   std::thread watcher([&] {

@@ -18,9 +18,11 @@ struct PipelineFlags {
   int threads = 0;
   std::vector<std::string> sets;
   std::string counters_json;  // --counters-json FILE: the counters at exit, one JSON object per node
+  int metrics_port = -1;      // --metrics-port P: GET /metrics (Prometheus) while the engine runs; 0 picks one
+  std::string metrics_host = "127.0.0.1";
 };
 
-// --pipeline, --out, --store, --threads, --set, --counters-json.
+// --pipeline, --out, --store, --threads, --set, --counters-json, --metrics-port, --metrics-host.
 void add_pipeline_flags(CLI::App* sub, PipelineFlags* flags);
 
 // Loads the pipeline with its variables: --set, then RUNLENS_OUT (--out),
@@ -31,8 +33,10 @@ runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const Pi
 // Runs `spec` until the input ends or stop_requested(); prints the counters
 // unless `quiet`. Returns the exit code (kExitDeadLetters when `strict` and
 // there were dead letters).
-// With `counters_json`, also writes the counters there at exit.
-int run_engine(runtime::PipelineSpec spec, const EngineOptions& options, bool replay, bool quiet, bool strict,
-               const std::string& counters_json = {});
+// With `flags.counters_json`, also writes the counters there at exit; with
+// `flags.metrics_port` >= 0, serves GET /metrics while it runs (and prints
+// "metrics: http://HOST:PORT/metrics" on standard error).
+int run_engine(runtime::PipelineSpec spec, EngineOptions options, bool replay, bool quiet, bool strict,
+               const PipelineFlags& flags);
 
 }  // namespace runlens::cli

@@ -35,7 +35,7 @@ int replay(const ReplayFlags& f) {
   eo.progress = !f.quiet && !f.no_progress && isatty(STDERR_FILENO);
   // Replay never sheds: every event of the recording is processed.
   spec.settings.overflow = runtime::OverflowPolicy::kBlock;
-  return run_engine(std::move(spec), eo, /*replay=*/true, f.quiet, f.strict, f.pipeline.counters_json);
+  return run_engine(std::move(spec), eo, /*replay=*/true, f.quiet, f.strict, f.pipeline);
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ int run(const RunFlags& f) {
     }
     std::fprintf(stderr, "query API on http://127.0.0.1:%d/v1/ (store %s)\n", api_server->port(), url.c_str());
   }
-  return run_engine(std::move(spec), eo, /*replay=*/false, f.quiet, /*strict=*/false, f.pipeline.counters_json);
+  return run_engine(std::move(spec), eo, /*replay=*/false, f.quiet, /*strict=*/false, f.pipeline);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ void RegisterBuiltinConnectors(Registry& registry) {
   RegisterJsonlSink(registry);
   RegisterConsoleSink(registry);
   RegisterZmqPubSink(registry);
+  RegisterMetricsSink(registry);
   RegisterTimelineSink(registry);
 }
 

@@ -5,6 +5,8 @@
 #include <filesystem>
 
 #include "connectors/builtin.h"
+#include "connectors/metrics/metrics_hub.h"
+#include "connectors/sinks/sinks.h"
 #include "connectors/sources/sources.h"
 #include "default_pipeline.h"
 #include "formats/dead_letter.h"
@@ -156,11 +158,25 @@ RunSummary Engine::run() {
     }
     std::vector<std::string> inputs;
     for (const auto& in : c.inputs) inputs.push_back(in.name);
-    ex->add_operator(c.id, c.type, c.info->accepts, c.info->emits, inputs, c.parallelism, reg.make_operator(c));
+    auto def = reg.make_operator(c);
+    if (opt.metrics) connectors::attach_metrics_hub(*def, opt.metrics);
+    ex->add_operator(c.id, c.type, c.info->accepts, c.info->emits, inputs, c.parallelism, std::move(def));
   }
   impl_->executor = std::move(ex);
   if (impl_->stop_requested.load()) impl_->executor->stop();
 
+  // A scrape reads the counters (atomics) while the graph runs; after run()
+  // the hub keeps their last values.
+  struct CountersFeed {
+    connectors::metrics::MetricsHub* hub;
+    ~CountersFeed() {
+      if (hub) hub->set_counters(nullptr);
+    }
+  } feed{opt.metrics.get()};
+  if (feed.hub) {
+    auto* executor = impl_->executor.get();
+    feed.hub->set_counters([executor] { return executor->counters(); });
+  }
   auto started = std::chrono::steady_clock::now();
   impl_->executor->run();
   impl_->dead_letters->flush();

@@ -14,6 +14,10 @@
 
 namespace runlens {
 
+namespace connectors::metrics {
+class MetricsHub;
+}
+
 // Every built-in operator, source and sink: a new value each call, owned by
 // whoever asked (a loaded pipeline, an engine), so that engines in one process
 // share no registry.
@@ -47,6 +51,9 @@ struct EngineOptions {
   bool progress = false;                   // replay progress bar
   int64_t batch_size = 0;                  // 0 = the pipeline's setting
   std::string out_dir = "out";             // RUNLENS_OUT, for the dead-letter default
+  // Where `metrics` sinks publish and the node counters are read from while
+  // the engine runs (`--metrics-port`); null: metrics sinks are inert.
+  std::shared_ptr<connectors::metrics::MetricsHub> metrics;
 };
 
 struct RunSummary {

@@ -69,7 +69,8 @@ enum class FieldType : uint8_t { kI32, kI64, kF64, kBOOL, kSYM, kSTR, kCONFIG, k
   X(F64, gpu_peak_flops, GpuPeakFlops, false)              \
   X(F64, model_flops_per_token, ModelFlopsPerToken, false) \
   X(CONFIG, config, Config, false)                         \
-  X(RANKS, ranks, Ranks, false)
+  X(RANKS, ranks, Ranks, false)                            \
+  X(SYM, cluster_id, ClusterId, false)
 
 #define RUNLENS_STEP_FIELDS(X)                          \
   X(SYM, run_id, RunId, true)                           \

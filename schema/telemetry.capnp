@@ -89,6 +89,7 @@ struct RunStart {
   modelFlopsPerToken @10 :Float64;
   config @11 :List(ConfigEntry);
   ranks @12 :List(RankEntry);
+  clusterId @13 :Text;  # optional: the cluster the job runs on (a Prometheus label)
 }
 
 struct Step {

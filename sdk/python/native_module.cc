@@ -391,7 +391,7 @@ std::unique_ptr<PyEmitter> MakeEmitter(std::string endpoint, std::string run_id,
                                        std::string code_commit, std::optional<double> gpu_peak_flops,
                                        std::optional<double> model_flops_per_token, std::optional<py::list> ranks,
                                        py::object buffer_capacity, uint32_t batch_size, double flush_interval_ms,
-                                       int send_hwm) {
+                                       int send_hwm, std::string cluster_id) {
   EmitterOptions o;
   o.endpoint = std::move(endpoint);
   o.run_id = std::move(run_id);
@@ -414,6 +414,7 @@ std::unique_ptr<PyEmitter> MakeEmitter(std::string endpoint, std::string run_id,
   o.code_commit = std::move(code_commit);
   o.gpu_peak_flops = gpu_peak_flops;
   o.model_flops_per_token = model_flops_per_token;
+  o.cluster_id = std::move(cluster_id);
   if (ranks) {
     for (py::handle entry : *ranks) {
       RankInfo info;
@@ -615,7 +616,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("code_commit") = "", py::arg("gpu_peak_flops") = py::none(),
            py::arg("model_flops_per_token") = py::none(), py::arg("ranks") = py::none(),
            py::arg("buffer_capacity") = py::none(), py::arg("batch_size") = 256, py::arg("flush_interval_ms") = 50.0,
-           py::arg("send_hwm") = 64)
+           py::arg("send_hwm") = 64, py::arg("cluster_id") = "")
       .def("emit", &PyEmitter::Emit, py::arg("type"), py::arg("fields"),
            "Queue one event; True when taken, False when dropped or invalid. Never raises.")
       .def("close", &PyEmitter::Close, py::arg("timeout_s"), py::arg("status") = "completed", py::arg("reason") = "")

@@ -42,6 +42,7 @@ void EncodeRunStart(wire::RunStart::Builder out, const EmitterOptions& o) {
   text(o.model_version, p::run_start::kModelVersion, &wire::RunStart::Builder::setModelVersion);
   text(o.dataset_version, p::run_start::kDatasetVersion, &wire::RunStart::Builder::setDatasetVersion);
   text(o.code_commit, p::run_start::kCodeCommit, &wire::RunStart::Builder::setCodeCommit);
+  text(o.cluster_id, p::run_start::kClusterId, &wire::RunStart::Builder::setClusterId);
   if (o.gpu_peak_flops) {
     present |= p::run_start::kGpuPeakFlops;
     out.setGpuPeakFlops(*o.gpu_peak_flops);

@@ -14,7 +14,8 @@ constexpr uint32_t Bit(int i) { return uint32_t{1} << i; }
 namespace run_start {
 inline constexpr uint32_t kRunId = Bit(0), kExperimentId = Bit(1), kJobId = Bit(2), kModelId = Bit(3),
                           kModelVersion = Bit(4), kDatasetVersion = Bit(5), kCodeCommit = Bit(6), kWorldSize = Bit(7),
-                          kGpuPeakFlops = Bit(8), kModelFlopsPerToken = Bit(9), kConfig = Bit(10), kRanks = Bit(11);
+                          kGpuPeakFlops = Bit(8), kModelFlopsPerToken = Bit(9), kConfig = Bit(10), kRanks = Bit(11),
+                          kClusterId = Bit(12);
 }
 namespace step {
 inline constexpr uint32_t kRunId = Bit(0), kRank = Bit(1), kStep = Bit(2), kStepMs = Bit(3), kForwardMs = Bit(4),

@@ -98,7 +98,7 @@ def test_rank0_sends_run_start_and_run_end(collector):
         experiment_id="exp-1", job_id="job-9", model_id="llm-7b", model_version="v2",
         dataset_version="web-v5", code_commit="abc123", gpu_peak_flops=989e12,
         model_flops_per_token=42e9,
-        ranks=[(r, f"node-{r // 2}", r % 2) for r in range(4)],
+        ranks=[(r, f"node-{r // 2}", r % 2) for r in range(4)], cluster_id="east-1",
     )
     em.emit("step", step=0, step_ms=1.0)
     assert em.close(timeout=10)
@@ -112,6 +112,7 @@ def test_rank0_sends_run_start_and_run_end(collector):
         "model_flops_per_token": 42e9,
         "config": {"lr": 1e-3, "optimizer": "adamw", "layers": 24.0},
         "ranks": [{"rank": r, "node": f"node-{r // 2}", "gpu": r % 2} for r in range(4)],
+        "cluster_id": "east-1",
     }
     assert without_envelope(ends[0]) == {"type": "run_end", "run_id": "r1", "status": "completed"}
     assert events[-1]["type"] == "run_end"  # after everything queued before close

@@ -81,6 +81,7 @@ struct EmitterOptions {
   std::optional<double> gpu_peak_flops;
   std::optional<double> model_flops_per_token;
   std::vector<RankInfo> ranks;  // empty: unknown, not sent
+  std::string cluster_id;       // empty: not sent (a label of runlens's Prometheus series)
 
   // Exporter tuning. Ring capacities are rounded up to a power of two; each
   // slot takes 512 bytes, so the defaults hold about 9 MiB.

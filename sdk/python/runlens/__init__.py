@@ -308,6 +308,7 @@ class Emitter:
         send_hwm=64,
         close_timeout=2.0,
         checkpoint_queue=64,
+        cluster_id=None,
     ):
         if endpoint is None:
             endpoint = os.environ.get("RUNLENS_ENDPOINT", DEFAULT_ENDPOINT)
@@ -335,6 +336,7 @@ class Emitter:
             batch_size=int(batch_size),
             flush_interval_ms=float(flush_interval_ms),
             send_hwm=int(send_hwm),
+            cluster_id=str(cluster_id or ""),
         )
         self.run_id = str(run_id)
         self.rank = int(rank)
