@@ -379,8 +379,8 @@ void RegisterPrometheusScrapeSource(Registry& registry) {
       {.name = "timeout",
        .type = runtime::ParamType::kDuration,
        .default_value = runtime::duration_text(defaults.timeout_ns),
-       .doc = "A scrape not answered in full within this is dead-lettered (at most `interval`).",
-       .min = 0.001},
+       .doc = "A scrape not answered in full within this is dead-lettered (at most `interval`; 0: `interval`).",
+       .min = 0},
       {.name = "concurrency",
        .type = runtime::ParamType::kInt,
        .default_value = runtime::int_text(defaults.concurrency),
@@ -398,6 +398,7 @@ void RegisterPrometheusScrapeSource(Registry& registry) {
     PrometheusScrapeOptions o;
     o.interval_ns = ctx.params->get_duration_ns("interval");
     o.timeout_ns = ctx.params->get_duration_ns("timeout");
+    if (o.timeout_ns == 0) o.timeout_ns = o.interval_ns;
     if (o.timeout_ns > o.interval_ns)
       ctx.fail("timeout", "timeout (" + runtime::format_duration(o.timeout_ns) + ") is longer than interval (" +
                               runtime::format_duration(o.interval_ns) + ")");

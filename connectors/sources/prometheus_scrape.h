@@ -41,7 +41,7 @@ struct ScrapeTarget {
 struct PrometheusScrapeOptions {
   std::vector<ScrapeTarget> targets;
   int64_t interval_ns = 5'000'000'000;
-  int64_t timeout_ns = 3'000'000'000;
+  int64_t timeout_ns = 0;  // 0: the interval
   int64_t concurrency = 8;
   int64_t max_bytes = 16 << 20;
 };
