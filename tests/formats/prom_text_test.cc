@@ -110,3 +110,42 @@ TEST_CASE("a family is declared once, before its samples") {
   CHECK(e.types.at("s") == MetricType::kSummary);
   CHECK(e.types.at("u") == MetricType::kUntyped);
 }
+
+TEST_CASE("any bytes are parsed or refused, never a crash") {
+  // Mutations of a valid exposition: bytes replaced, cut short, doubled.
+  const std::string base =
+      "# HELP x help \\\\ text\n# TYPE x counter\nx{a=\"1\",b=\"q\\\"\\n\"} 1.5e3 1700000000000\ny NaN\nz{} -Inf\n";
+  uint32_t seed = 12345;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  int parsed = 0, refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string s = base;
+    int edits = 1 + static_cast<int>(next() % 4);
+    for (int k = 0; k < edits; ++k) {
+      size_t at = next() % s.size();
+      switch (next() % 3) {
+        case 0:
+          s[at] = static_cast<char>(next() % 256);
+          break;
+        case 1:
+          s.resize(at);
+          break;
+        default:
+          s.insert(at, s.substr(at, next() % 8));
+      }
+      if (s.empty()) s = "x";
+    }
+    Exposition e;
+    ParseError err;
+    if (parse_text(s, &e, &err)) {
+      ++parsed;
+    } else {
+      ++refused;
+      CHECK(err.line >= 1);
+      CHECK(err.col >= 1);
+      CHECK_FALSE(err.message.empty());
+    }
+  }
+  CHECK(parsed > 0);
+  CHECK(refused > 0);
+}
