@@ -2,6 +2,7 @@
 
 #include "connectors/sinks/sinks.h"
 #include "connectors/sinks/timeline/timeline_sink.h"
+#include "connectors/sources/prometheus_scrape.h"
 #include "connectors/sources/sources.h"
 
 namespace runlens::connectors {
@@ -9,6 +10,7 @@ namespace runlens::connectors {
 void RegisterBuiltinConnectors(Registry& registry) {
   RegisterFileSource(registry);
   RegisterZmqSource(registry);
+  RegisterPrometheusScrapeSource(registry);
   RegisterJsonlSink(registry);
   RegisterConsoleSink(registry);
   RegisterZmqPubSink(registry);

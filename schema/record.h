@@ -135,7 +135,12 @@ enum class FieldType : uint8_t { kI32, kI64, kF64, kBOOL, kSYM, kSTR, kCONFIG, k
   X(F64, net_tx_bps, NetTxBps, false)                       \
   X(F64, net_rx_bps, NetRxBps, false)                       \
   X(I64, tcp_retransmits_total, TcpRetransmitsTotal, false) \
-  X(I64, rdma_errors_total, RdmaErrorsTotal, false)
+  X(I64, rdma_errors_total, RdmaErrorsTotal, false)         \
+  X(F64, cpu_user_pct, CpuUserPct, false)                   \
+  X(F64, cpu_system_pct, CpuSystemPct, false)               \
+  X(F64, cpu_iowait_pct, CpuIowaitPct, false)               \
+  X(F64, cpu_steal_pct, CpuStealPct, false)                 \
+  X(F64, load1, Load1, false)
 
 #define RUNLENS_COLLECTIVE_FIELDS(X)  \
   X(SYM, run_id, RunId, true)         \

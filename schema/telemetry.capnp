@@ -163,6 +163,11 @@ struct Node {
   netRxBps @8 :Float64;
   tcpRetransmitsTotal @9 :Int64;
   rdmaErrorsTotal @10 :Int64;
+  cpuUserPct @11 :Float64;
+  cpuSystemPct @12 :Float64;
+  cpuIowaitPct @13 :Float64;
+  cpuStealPct @14 :Float64;
+  load1 @15 :Float64;
 }
 
 struct Collective {
