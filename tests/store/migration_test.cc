@@ -20,6 +20,7 @@ const std::string kFixtureV2 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/d
 const std::string kFixtureV3 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v3.sql";
 const std::string kFixtureV4 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v4.sql";
 const std::string kFixtureV5 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v5.sql";
+const std::string kFixtureV6 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v6.sql";
 
 std::string v1_store(const std::string& dir) {
   std::string db = dir + "/v1.db";
@@ -53,6 +54,13 @@ std::string v5_store(const std::string& dir) {
   std::string db = dir + "/v5.db";
   SqliteFile f(db);
   f.exec(read_file(kFixtureV5));
+  return db;
+}
+
+std::string v6_store(const std::string& dir) {
+  std::string db = dir + "/v6.db";
+  SqliteFile f(db);
+  f.exec(read_file(kFixtureV6));
   return db;
 }
 
@@ -413,11 +421,13 @@ TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 
     before = f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id");
   }
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 6);
+  CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
-    CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") == with_column(before, "0"));
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
+    // revision 0 (v6), no end (v7).
+    CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") ==
+          with_column(with_column(before, "0"), ""));
     // The v1 contract's attrs.revision 2 (1 first) is revision 1 (0 first).
     CHECK(f.rows("SELECT alert_id, revision, incident_id FROM alerts WHERE kind = 'diagnosis'") ==
           "d1a9005e00000001|1|inc-ff6905e0a095d878\n");
@@ -455,5 +465,59 @@ TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 
   REQUIRE(alerts.size() == 1);
   CHECK(alerts[0].alert.revision == 2);
   CHECK(alerts[0].alert.cause == "host_bottleneck");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: version 6 built by today's code is the schema the frozen v6 store was written with") {
+  std::string dir = fresh_dir("schema-v6");
+  std::string built = dir + "/built.db";
+  { store::sqlite::open(built, store::OpenMode::kReadWrite, 6); }
+  CHECK(store::sqlite::schema_version(built) == 6);
+  CHECK(schema_of(built) == schema_of(v6_store(dir)));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: a version-6 store opens at version 7: its alerts are open until a closing revision ends them") {
+  std::string dir = fresh_dir("migrate-v6");
+  std::string db = v6_store(dir);
+  REQUIRE(store::sqlite::schema_version(db) == 6);
+  std::string before;
+  {
+    SqliteFile f(db);
+    before = f.rows("SELECT * FROM alerts ORDER BY alert_id");
+  }
+  store::Store s = store::open_store(url_of(db));
+  CHECK(s.schema_version == 7);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version, description FROM schema_version WHERE version = 7") ==
+          "7|alert ends (alerts.ends_ns)\n");
+    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == with_column(before, ""));
+  }
+  store::AlertFilter open;
+  open.run_id = "pretrain-4821";
+  open.resolved = false;
+  CHECK(s.graph->alerts(open).size() == 3);
+  // The data_starvation alert's closing revision (revision 2, ends_ns) ends it.
+  store::GraphBatch b;
+  store::StoredAlert a;
+  a.json =
+      R"({"alert_id":"0c0ffee000000002","revision":2,"kind":"data_starvation","severity":"warning","time_ns":1767225887861841318,"ends_ns":1767225897861841318,"run_id":"pretrain-4821","step":130,"rank":2,"node":"gpu-node-0","gpu":2,"summary":"DATA STARVATION: rank 2"})";
+  std::string why;
+  REQUIRE(jsonl::decode_alert(a.json, &a.alert, &why));
+  b.alerts.push_back(a);
+  s.graph->write(b);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT revision, ends_ns FROM alerts WHERE alert_id = '0c0ffee000000002'") ==
+          "2|1767225897861841318\n");
+  }
+  store::AlertFilter resolved = open;
+  resolved.resolved = true;
+  auto ended = s.graph->alerts(resolved);
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].alert.alert_id == "0c0ffee000000002");
+  CHECK(ended[0].alert.ends_ns == 1767225897861841318);
+  CHECK(s.graph->alerts(open).size() == 2);
   std::filesystem::remove_all(dir);
 }
