@@ -12,6 +12,7 @@ void RegisterBuiltinConnectors(Registry& registry) {
   RegisterJsonlSink(registry);
   RegisterConsoleSink(registry);
   RegisterZmqPubSink(registry);
+  RegisterAlertmanagerSink(registry);
   RegisterTimelineSink(registry);
 }
 

@@ -12,6 +12,7 @@ namespace runlens::connectors {
 void RegisterJsonlSink(Registry& registry);
 void RegisterConsoleSink(Registry& registry);
 void RegisterZmqPubSink(Registry& registry);
+void RegisterAlertmanagerSink(Registry& registry);
 
 // Parses a `kinds` parameter (names of row kinds) into a mask; fails through ctx.
 uint32_t kinds_mask(const runtime::BuildContext& ctx, const std::string& param);
