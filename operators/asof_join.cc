@@ -89,7 +89,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   // The held alerts are state: a restored instance releases them at their deadlines.
   template <class Io>
   void state_fields(Io& io) {
-    io(nodes_, runs_, held_, seq_, published_);
+    io(nodes_, runs_, held_, seq_, published_, ended_);
     if constexpr (runtime::state::kReading<Io>) {
       if (!std::is_heap(held_.begin(), held_.end(), HeldAfter())) io.fail("the held alerts are not a heap");
       for (const Held& h : held_) {
@@ -113,7 +113,9 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
       case Kind::kRunEnd:
         release_run(r.as<RunEnd>().run_id, r.time_ns, out);
         runs_.erase(r.as<RunEnd>().run_id);
-        forget_published(r.as<RunEnd>().run_id);
+        // Its alerts' closing revisions (the detectors close at the run's end)
+        // may still come at this event time: forgotten once the watermark passes it.
+        ended_[r.as<RunEnd>().run_id] = r.time_ns;
         break;
       case Kind::kEvent:
         // A job that stops closes its windows: its held alerts are refined now.
@@ -126,7 +128,10 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
         break;
     }
   }
-  void on_watermark(int64_t wm, Emitter& out) override { release_until(wm, out); }
+  void on_watermark(int64_t wm, Emitter& out) override {
+    release_until(wm, out);
+    forget_ended(wm);
+  }
   void finish(Emitter& out) override { release_until(runtime::kEndOfTime, out); }
 
  private:
@@ -278,10 +283,18 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     out.emit(std::move(refined));
   }
 
-  // The run ended: its alerts' closing revisions (if any still come) pass through as they are.
-  void forget_published(Symbol run) {
-    for (auto it = published_.begin(); it != published_.end();) {
-      it = it->second->run_id == run ? published_.erase(it) : std::next(it);
+  // Runs that ended before the watermark: their alerts' closing revisions
+  // (if any still come) pass through as they are.
+  void forget_ended(int64_t wm) {
+    for (auto e = ended_.begin(); e != ended_.end();) {
+      if (e->second >= wm) {
+        ++e;
+        continue;
+      }
+      for (auto it = published_.begin(); it != published_.end();) {
+        it = it->second->run_id == e->first ? published_.erase(it) : std::next(it);
+      }
+      e = ended_.erase(e);
     }
   }
 
@@ -402,6 +415,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   uint64_t seq_ = 0;
   // The last publication of each enriched alert not yet closed, by alert_id.
   runtime::state::KeyedState<std::string, std::shared_ptr<const Alert>> published_;
+  runtime::state::KeyedState<Symbol, int64_t> ended_;  // runs that ended, and when (event time)
 };
 
 class AsofJoinDef final : public OperatorDef {

@@ -89,7 +89,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -163,7 +163,7 @@ TEST_CASE("migration: a version-2 store opens at version 4, its evaluation rows 
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
     // The v2 tables were extended, not duplicated: their rows are kept.
     CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
@@ -296,7 +296,7 @@ TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions a
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     CHECK(f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id") == before_runs);
     CHECK(f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric") == before_scores);
     CHECK(f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version") == before_versions);
@@ -362,13 +362,14 @@ TEST_CASE("migration: a version-4 store opens at version 5, its items without cl
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     // The rows are as they were, with a NULL clusters_json after them.
     std::string expect;
     for (size_t p = 0, q; (q = before_items.find('\n', p)) != std::string::npos; p = q + 1)
       expect += before_items.substr(p, q - p) + "|NULL\n";
     CHECK(f.rows("SELECT * FROM evaluation_items ORDER BY evaluation_id, item") == expect);
-    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == with_column(before_alerts, "0"));  // and revision 0
+    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") ==
+          with_column(with_column(before_alerts, "0"), "NULL"));  // revision 0, no end
   }
   auto items = s.evals->items("ev-v4-1", std::nullopt);
   REQUIRE(items.size() == 2);
@@ -427,7 +428,7 @@ TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 
     CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     // revision 0 (v6), no end (v7).
     CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") ==
-          with_column(with_column(before, "0"), ""));
+          with_column(with_column(before, "0"), "NULL"));
     // The v1 contract's attrs.revision 2 (1 first) is revision 1 (0 first).
     CHECK(f.rows("SELECT alert_id, revision, incident_id FROM alerts WHERE kind = 'diagnosis'") ==
           "d1a9005e00000001|1|inc-ff6905e0a095d878\n");
@@ -492,7 +493,7 @@ TEST_CASE("migration: a version-6 store opens at version 7: its alerts are open 
     SqliteFile f(db);
     CHECK(f.rows("SELECT version, description FROM schema_version WHERE version = 7") ==
           "7|alert ends (alerts.ends_ns)\n");
-    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == with_column(before, ""));
+    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == with_column(before, "NULL"));
   }
   store::AlertFilter open;
   open.run_id = "pretrain-4821";
