@@ -119,6 +119,18 @@ std::string format_counters(const std::vector<CounterSnapshot>& rows) {
         (unsigned long long)r.writer_waits, (unsigned long long)r.writer_written, (unsigned long long)r.writer_errors);
     out += line;
   }
+  // Sinks that deliver alerts to a service (the alertmanager sink).
+  for (const auto& r : rows) {
+    if (r.delivery_accepted == 0 && r.delivery_post_errors == 0) continue;
+    std::snprintf(line, sizeof line,
+                  "delivery of %s: %llu alerts accepted, %llu posts, %llu failed, dropped %llu info %llu warning %llu "
+                  "critical, %llu undelivered\n",
+                  r.node.c_str(), (unsigned long long)r.delivery_accepted, (unsigned long long)r.delivery_posts,
+                  (unsigned long long)r.delivery_post_errors, (unsigned long long)r.delivery_dropped[0],
+                  (unsigned long long)r.delivery_dropped[1], (unsigned long long)r.delivery_dropped[2],
+                  (unsigned long long)r.delivery_undelivered);
+    out += line;
+  }
   for (const auto& r : rows) {
     if (r.latency.count == 0) continue;
     std::snprintf(line, sizeof line, "latency of %s: %llu rows, p50 %.3g ms, p99 %.3g ms, max %.3g ms\n",
