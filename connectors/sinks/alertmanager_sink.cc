@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -28,14 +29,30 @@ constexpr size_t kMaxBatch = 1000;     // alerts per post
 constexpr size_t kMaxEvidence = 2000;  // characters of the evidence annotation
 constexpr char kRetired = '\x1f';      // alert_id + kRetired + owner: an old label set
 
+// A path segment: unreserved characters as they are, the rest %XX, so that
+// any run_id makes a valid URL (Alertmanager refuses a batch with a bad generatorURL).
+std::string url_segment(std::string_view v) {
+  std::string out;
+  for (unsigned char c : v) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
 std::string render_link(const std::string& tmpl, const Alert& a) {
   std::string out;
   for (size_t i = 0; i < tmpl.size();) {
     if (tmpl.compare(i, 8, "{run_id}") == 0) {
-      out += a.run_id.string();
+      out += url_segment(a.run_id.string());
       i += 8;
     } else if (tmpl.compare(i, 10, "{alert_id}") == 0) {
-      out += a.alert_id;
+      out += url_segment(a.alert_id);
       i += 10;
     } else {
       out += tmpl[i++];

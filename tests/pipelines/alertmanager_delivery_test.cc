@@ -176,6 +176,19 @@ TEST_CASE("event-like kinds resolve after the hold; a run's end resolves what it
   for (const auto& a : v.items) CHECK(a.find("endsAt")->text == "2025-11-24T16:01:00.000Z");
 }
 
+TEST_CASE("the link names the run as a URL path segment, whatever its run_id") {
+  AlertmanagerOptions o = no_server(10);
+  o.link = "http://portal/runs/{run_id}#{alert_id}";
+  AlertmanagerDelivery d(o, nullptr);
+  Alert a = make("a1", alert_kind::kStraggler, Severity::kWarning);
+  a.run_id = Symbol::intern("exp 7/run#3");
+  d.offer(a);
+  json::Value v = parse(d.pending_json());
+  REQUIRE(v.items.size() == 1);
+  CHECK(str(v.items[0], "annotations", "link") == "http://portal/runs/exp%207%2Frun%233#a1");
+  CHECK(str(v.items[0], "labels", "run_id") == "exp 7/run#3");
+}
+
 TEST_CASE("the sink's url must be an http URL") {
   std::string origin, prefix, why;
   CHECK(connectors::split_http_url("http://127.0.0.1:9093/am/", &origin, &prefix, &why));
