@@ -82,6 +82,18 @@ class Straggler final : public PerRunOperator<Straggler, RunState> {
   }
 
   void handle(const Record& r, Emitter& out) {
+    if (r.kind() == Kind::kRunEnd) {
+      // The run's flagged ranks close with it (a run_end among its inputs: the source).
+      Symbol run = r.as<RunEnd>().run_id;
+      if (auto it = runs_.find(run); it != runs_.end()) {
+        for (auto& [rank, h] : it->second.ranks) {
+          if (h.alert) out.emit(closing_record(*h.alert, r.time_ns));
+        }
+        runs_.erase(run);
+      }
+      return;
+    }
+    if (r.kind() != Kind::kStepRecord) return;
     const StepRecord& rec = r.step_record();
     // Incomplete by shedding: the ranks it lacks may have been the fast ones.
     if (rec.shed || static_cast<int64_t>(rec.ranks.size()) < o_.min_ranks) return;
@@ -226,7 +238,7 @@ void RegisterStraggler(Registry& registry) {
        .min = 1,
        .max = 1e9},
   };
-  info.accepts = mask(Kind::kStepRecord);
+  info.accepts = mask(Kind::kStepRecord) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);
   registry.add_operator(std::move(info), [](const BuildContext& ctx) {
     StragglerOptions o;

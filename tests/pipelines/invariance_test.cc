@@ -217,13 +217,18 @@ TEST_CASE("invariance: a straggler refined by a later, nearer GPU sample, and it
     CHECK(seq[i].kind == kind);
     CHECK(seq[i].revision == revision);
   };
-  REQUIRE(seq.size() == 6);
+  REQUIRE(seq.size() == 7);
   is(0, "straggler", 0);
   is(1, "diagnosis", 0);
   is(2, "straggler", 1);
   is(3, "diagnosis", 1);
   is(4, "thermal_throttle", 0);
   is(5, "diagnosis", 2);
+  // The run's end closes the straggler: its closing revision, after asof_join's refinement.
+  is(6, "straggler", 2);
+  CHECK(seq[6].alert_id == seq[0].alert_id);
+  CHECK(seq[6].ends_ns.has_value());
+  CHECK(attr_value(seq[6], "gpu_temp_c") > 85);  // the context of the revision it closes
   CHECK(attr_value(seq[0], "gpu_temp_c") < 75);
   CHECK(attr_value(seq[0], "gpu_sample_offset_s") < -20);
   CHECK(attr_value(seq[2], "gpu_temp_c") > 85);
