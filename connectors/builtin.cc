@@ -15,6 +15,7 @@ void RegisterBuiltinConnectors(Registry& registry) {
   RegisterConsoleSink(registry);
   RegisterZmqPubSink(registry);
   RegisterMetricsSink(registry);
+  RegisterAlertmanagerSink(registry);
   RegisterTimelineSink(registry);
 }
 

@@ -365,6 +365,7 @@ void encode_alert(const Alert& a, std::string* out) {
   w.key("kind").str(a.kind);
   w.key("severity").str(severity_name(a.severity));
   w.key("time_ns").integer(a.time_ns);
+  if (a.ends_ns) w.key("ends_ns").integer(*a.ends_ns);
   if (!a.tenant.empty()) w.key("tenant").str(a.tenant.str());
   if (!a.run_id.empty()) w.key("run_id").str(a.run_id.str());
   if (a.step) w.key("step").integer(*a.step);
@@ -385,7 +386,9 @@ void encode_alert(const Alert& a, std::string* out) {
     for (const auto& e : a.evidence) {
       w.begin_object().key("kind").str(e.kind);
       if (e.step) w.key("step").integer(*e.step);
-      w.key("detail").str(e.detail).end_object();
+      w.key("detail").str(e.detail);
+      if (!e.alert_id.empty()) w.key("alert_id").str(e.alert_id);
+      w.end_object();
     }
     w.end_array();
   }
@@ -422,7 +425,11 @@ bool decode_alert(std::string_view line, Alert* a, std::string* error) {
       a->severity = s == "critical" ? Severity::kCritical : (s == "info" ? Severity::kInfo : Severity::kWarning);
     } else if (k == "time_ns")
       ok = decode_I64(f, &a->time_ns, &why);
-    else if (k == "tenant")
+    else if (k == "ends_ns") {
+      int64_t e;
+      ok = decode_I64(f, &e, &why);
+      a->ends_ns = e;
+    } else if (k == "tenant")
       ok = decode_SYM(f, &a->tenant, &why);
     else if (k == "run_id")
       ok = decode_SYM(f, &a->run_id, &why);
@@ -473,6 +480,7 @@ bool decode_alert(std::string_view line, Alert* a, std::string* error) {
           if (decode_I64(*x, &s, &why)) ev.step = s;
         }
         if (const Value* x = e.find("detail")) decode_STR(*x, &ev.detail, &why);
+        if (const Value* x = e.find("alert_id")) decode_STR(*x, &ev.alert_id, &why);
         a->evidence.push_back(std::move(ev));
       }
     } else if (k == "attrs" && f.type == JT::kObject) {

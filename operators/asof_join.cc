@@ -82,12 +82,14 @@ bool enriches(const AsofJoinOptions& o, const Alert& a) {
 class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
  public:
   // Version 3: a held alert was published already, and keeps what was published.
-  static constexpr runtime::state::StateType kState{"asof_join", 3};
+  // Version 4: the last publication of each enriched alert (for its closing
+  // revision); alerts keep their revision and ends_ns.
+  static constexpr runtime::state::StateType kState{"asof_join", 4};
   AsofJoin(const AsofJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
   // The held alerts are state: a restored instance releases them at their deadlines.
   template <class Io>
   void state_fields(Io& io) {
-    io(nodes_, runs_, held_, seq_);
+    io(nodes_, runs_, held_, seq_, published_, ended_);
     if constexpr (runtime::state::kReading<Io>) {
       if (!std::is_heap(held_.begin(), held_.end(), HeldAfter())) io.fail("the held alerts are not a heap");
       for (const Held& h : held_) {
@@ -111,6 +113,9 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
       case Kind::kRunEnd:
         release_run(r.as<RunEnd>().run_id, r.time_ns, out);
         runs_.erase(r.as<RunEnd>().run_id);
+        // Its alerts' closing revisions (the detectors close at the run's end)
+        // may still come at this event time: forgotten once the watermark passes it.
+        ended_[r.as<RunEnd>().run_id] = r.time_ns;
         break;
       case Kind::kEvent:
         // A job that stops closes its windows: its held alerts are refined now.
@@ -123,7 +128,10 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
         break;
     }
   }
-  void on_watermark(int64_t wm, Emitter& out) override { release_until(wm, out); }
+  void on_watermark(int64_t wm, Emitter& out) override {
+    release_until(wm, out);
+    forget_ended(wm);
+  }
   void finish(Emitter& out) override { release_until(runtime::kEndOfTime, out); }
 
  private:
@@ -172,6 +180,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   void on_alert(const Record& r, Emitter& out) {
     auto alert = std::get<std::shared_ptr<const Alert>>(r.body);
     const Alert& a = *alert;
+    if (a.ends_ns && on_close(r, a, out)) return;
     Symbol node = a.node;
     std::optional<int32_t> gpu = a.gpu;
     if (node.empty() && a.rank && enriches(o_, a)) {
@@ -184,7 +193,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
       }
       if (node.empty() ? ctx_.partition != 0 : !owns(node)) return;
     }
-    if (node.empty() || !enriches(o_, a)) {
+    if (node.empty() || !enriches(o_, a) || a.ends_ns) {  // a closing revision not enriched here passes as it is
       out.emit(r);
       return;
     }
@@ -200,10 +209,32 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     if (const NodePoint* n = as_of(node_ring(node), t)) age = std::max(age, t - n->time);
     int64_t wait = age < 0 ? o_.lookahead_ns : std::min(o_.lookahead_ns, age);
     auto published = std::get<std::shared_ptr<const Alert>>(now.body);
+    published_[a.alert_id] = published;
     out.emit(std::move(now));
     if (wait <= 0) return;
     held_.push_back(Held{r.time_ns + wait, seq_++, alert, std::move(published), node, gpu});
     std::push_heap(held_.begin(), held_.end(), HeldAfter());
+  }
+
+  // The closing revision of an alert this partition enriched: refined now if
+  // it is still held, then published as the closing revision of what was
+  // published last (its context kept, revision + 1). True when it was one.
+  bool on_close(const Record& r, const Alert& a, Emitter& out) {
+    auto it = published_.find(a.alert_id);
+    if (it == published_.end()) return false;
+    for (size_t i = 0; i < held_.size(); ++i) {
+      if (held_[i].alert->alert_id != a.alert_id) continue;
+      Held h = std::move(held_[i]);
+      held_[i] = std::move(held_.back());
+      held_.pop_back();
+      std::make_heap(held_.begin(), held_.end(), HeldAfter());
+      refine(h, r.time_ns, out);
+      break;
+    }
+    Record close = closing_record(*it->second, *a.ends_ns);
+    published_.erase(a.alert_id);
+    out.emit(std::move(close));
+    return true;
   }
 
   void release_until(int64_t t, Emitter& out) {
@@ -246,8 +277,25 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     if (a.attrs == h.published->attrs) return;
     auto next = std::make_shared<Alert>(a);
     next->revision = h.published->revision + 1;
-    refined.body = std::shared_ptr<const Alert>(std::move(next));
+    std::shared_ptr<const Alert> p = std::move(next);
+    if (auto it = published_.find(p->alert_id); it != published_.end()) it->second = p;
+    refined.body = p;
     out.emit(std::move(refined));
+  }
+
+  // Runs that ended before the watermark: their alerts' closing revisions
+  // (if any still come) pass through as they are.
+  void forget_ended(int64_t wm) {
+    for (auto e = ended_.begin(); e != ended_.end();) {
+      if (e->second >= wm) {
+        ++e;
+        continue;
+      }
+      for (auto it = published_.begin(); it != published_.end();) {
+        it = it->second->run_id == e->first ? published_.erase(it) : std::next(it);
+      }
+      e = ended_.erase(e);
+    }
   }
 
   const std::deque<GpuPoint>* gpu_ring(Symbol node, int32_t gpu) const {
@@ -365,6 +413,9 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   runtime::state::KeyedState<Symbol, std::shared_ptr<const RunInfo>> runs_;
   std::vector<Held> held_;  // a heap by HeldAfter
   uint64_t seq_ = 0;
+  // The last publication of each enriched alert not yet closed, by alert_id.
+  runtime::state::KeyedState<std::string, std::shared_ptr<const Alert>> published_;
+  runtime::state::KeyedState<Symbol, int64_t> ended_;  // runs that ended, and when (event time)
 };
 
 class AsofJoinDef final : public OperatorDef {

@@ -34,7 +34,8 @@ struct RunState {
 // A restart forgets the run (the binding's default).
 class CommBottleneck final : public PerRunOperator<CommBottleneck, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"comm_bottleneck", 1};
+  // Version 2: an open incident keeps the alert it raised, for its closing revision (ends_ns).
+  static constexpr runtime::state::StateType kState{"comm_bottleneck", 2};
   explicit CommBottleneck(const CommBottleneckOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {
@@ -55,9 +56,13 @@ class CommBottleneck final : public PerRunOperator<CommBottleneck, RunState> {
         while (st.collectives.size() > kCollectiveSteps) st.collectives.erase(st.collectives.begin());
         break;
       }
-      case Kind::kRunEnd:
-        runs_.erase(r.as<RunEnd>().run_id);
+      case Kind::kRunEnd: {
+        // The run's open incident closes with it.
+        Symbol run = r.as<RunEnd>().run_id;
+        if (auto it = runs_.find(run); it != runs_.end()) it->second.incident.close(r.time_ns, out);
+        runs_.erase(run);
         break;
+      }
       default:
         break;
     }
@@ -84,7 +89,9 @@ class CommBottleneck final : public PerRunOperator<CommBottleneck, RunState> {
       if (ratio < least_ratio) least_ratio = ratio, least = &s;
     }
     bool hit = least && least_ratio >= o_.ratio_threshold;
-    if (!st.incident.observe(rec.step, hit)) return;
+    Incident::Change change = st.incident.observe(rec.step, hit);
+    if (change == Incident::Change::kClosed) st.incident.close(r.time_ns, out);
+    if (change != Incident::Change::kOpened) return;
     int64_t onset = st.incident.onset();
     Alert a;
     a.kind = alert_kind::kCommBottleneck;
@@ -109,7 +116,7 @@ class CommBottleneck final : public PerRunOperator<CommBottleneck, RunState> {
       a.summary += "; mean collective latency " + fmt_num(mean) + " ms";
     }
     a.alert_id = make_alert_id(a, onset);
-    out.emit(alert_record(std::move(a)));
+    st.incident.raise(std::move(a), out);
   }
 
   CommBottleneckOptions o_;

@@ -36,7 +36,8 @@ struct RunState {
 // A restart forgets the run (the binding's default).
 class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"data_starvation", 1};
+  // Version 2: an open incident keeps the alert it raised, for its closing revision (ends_ns).
+  static constexpr runtime::state::StateType kState{"data_starvation", 2};
   explicit DataStarvation(const DataStarvationOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {
@@ -59,9 +60,13 @@ class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
         if (d.has(DataSample::F::step)) l.step = d.step;
         break;
       }
-      case Kind::kRunEnd:
-        runs_.erase(r.as<RunEnd>().run_id);
+      case Kind::kRunEnd: {
+        // The run's open incident closes with it.
+        Symbol run = r.as<RunEnd>().run_id;
+        if (auto it = runs_.find(run); it != runs_.end()) it->second.incident.close(r.time_ns, out);
+        runs_.erase(run);
         break;
+      }
       default:
         break;
     }
@@ -94,7 +99,9 @@ class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
       it = d.empty() ? st.starved.erase(it) : std::next(it);
     }
     bool hit = worst && worst_ratio >= o_.ratio_threshold;
-    if (!st.incident.observe(rec.step, hit)) return;
+    Incident::Change change = st.incident.observe(rec.step, hit);
+    if (change == Incident::Change::kClosed) st.incident.close(r.time_ns, out);
+    if (change != Incident::Change::kOpened) return;
 
     // The starved ranks: persistently, or (when they take turns) at all.
     std::vector<int32_t> ranks;
@@ -134,7 +141,7 @@ class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
                {"onset_step", static_cast<double>(onset)}};
     describe_storage(st, worst->rank, a);
     a.alert_id = make_alert_id(a, onset);
-    out.emit(alert_record(std::move(a)));
+    st.incident.raise(std::move(a), out);
   }
 
   // Names the worst rank's dataset shard and whether its storage reads are slow.

@@ -58,9 +58,11 @@ struct CounterState {
   int64_t last = 0;
   bool active = false;
   int64_t quiet = 0;  // samples without an increase since the alert
+  // The alert raised (until rearm_samples quiet samples close it): its closing revision goes out then.
+  Incident open;
   template <class Io>
   void fields(Io& io) {
-    io(known, last, active, quiet);
+    io(known, last, active, quiet, open);
   }
 };
 
@@ -103,7 +105,8 @@ double median(const std::deque<double>& values, std::vector<double>& scratch) {
 
 class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> {
  public:
-  static constexpr runtime::state::StateType kState{"gpu_health", 1};
+  // Version 2: an open incident keeps the alert it raised, for its closing revision (ends_ns).
+  static constexpr runtime::state::StateType kState{"gpu_health", 2};
   GpuHealth(const GpuHealthOptions& o, const runtime::OperatorContext& ctx)
       : o_(o), placement_(ctx.partition, ctx.partitions) {}
   template <class Io>
@@ -181,7 +184,9 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     if (used >= 0 && st.mem_total > 0) headroom = 1.0 - static_cast<double>(used) / static_cast<double>(st.mem_total);
     bool pressure = std::isfinite(headroom) && headroom < o_.min_headroom;
 
-    if (st.thermal.observe(seq, thermal, r.time_ns)) {
+    if (Incident::Change c = st.thermal.observe(seq, thermal, r.time_ns); c == Incident::Change::kClosed) {
+      st.thermal.close(r.time_ns, out);
+    } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kThermalThrottle, Severity::kWarning, r, g.node, g.gpu, st.thermal.onset_tag());
       std::string why = (tr & kThrottleHwThermal)   ? "hardware thermal slowdown"
                         : (tr & kThrottleSwThermal) ? "software thermal slowdown"
@@ -191,9 +196,11 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       a.summary = "THERMAL THROTTLING: " + who(a) + ": " + why + readings(g, base) + " in " +
                   std::to_string(st.thermal.hits()) + " of the last " + std::to_string(o_.persist_n) + " samples";
       add_readings(a, g, base);
-      out.emit(alert_record(std::move(a)));
+      st.thermal.raise(std::move(a), out);
     }
-    if (st.power.observe(seq, power, r.time_ns)) {
+    if (Incident::Change c = st.power.observe(seq, power, r.time_ns); c == Incident::Change::kClosed) {
+      st.power.close(r.time_ns, out);
+    } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kPowerThrottle, Severity::kWarning, r, g.node, g.gpu, st.power.onset_tag());
       std::string why = (tr & kThrottleHwPowerBrake) ? "hardware power brake"
                         : (tr & kThrottleHwSlowdown) ? "hardware slowdown without a thermal reason"
@@ -203,18 +210,22 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       a.summary = "POWER THROTTLING: " + who(a) + ": " + why + readings(g, base) + " in " +
                   std::to_string(st.power.hits()) + " of the last " + std::to_string(o_.persist_n) + " samples";
       add_readings(a, g, base);
-      out.emit(alert_record(std::move(a)));
+      st.power.raise(std::move(a), out);
     }
-    if (st.clock.observe(seq, clock_low, r.time_ns)) {
+    if (Incident::Change c = st.clock.observe(seq, clock_low, r.time_ns); c == Incident::Change::kClosed) {
+      st.clock.close(r.time_ns, out);
+    } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kClockLow, Severity::kWarning, r, g.node, g.gpu, st.clock.onset_tag());
       a.value = g.sm_clock_mhz;
       a.threshold = (1 - o_.clock_drop) * base;
       a.summary = "GPU CLOCK LOW: " + who(a) + " runs at " + fmt_num(g.sm_clock_mhz) + " MHz against its recent " +
                   fmt_num(base) + " MHz with no throttle reason reported";
       add_readings(a, g, base);
-      out.emit(alert_record(std::move(a)));
+      st.clock.raise(std::move(a), out);
     }
-    if (st.memory.observe(seq, pressure, r.time_ns)) {
+    if (Incident::Change c = st.memory.observe(seq, pressure, r.time_ns); c == Incident::Change::kClosed) {
+      st.memory.close(r.time_ns, out);
+    } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kMemoryPressure, Severity::kWarning, r, g.node, g.gpu, st.memory.onset_tag());
       a.value = headroom;
       a.threshold = o_.min_headroom;
@@ -225,7 +236,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       a.attrs = {{"mem_used_bytes", static_cast<double>(used)},
                  {"mem_total_bytes", static_cast<double>(st.mem_total)},
                  {"memory_headroom", headroom}};
-      out.emit(alert_record(std::move(a)));
+      st.memory.raise(std::move(a), out);
     }
 
     if (g.has(Gpu::F::xid)) {
@@ -304,9 +315,10 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
                   " since the previous sample (" + field + " " + std::to_string(total) +
                   (total < previous ? ", after a counter reset" : "") + ")";
       a.attrs = {{"increase", static_cast<double>(inc)}, {field, static_cast<double>(total)}};
-      out.emit(alert_record(std::move(a)));
+      c.open.raise(std::move(a), out);
     } else if (c.active && ++c.quiet >= o_.rearm_samples) {
       c.active = false;
+      c.open.close(r.time_ns, out);
     }
   }
 

@@ -23,7 +23,8 @@ struct NodeCpu {
 
 class HostBottleneck final : public runtime::state::Snapshottable<Record, HostBottleneck> {
  public:
-  static constexpr runtime::state::StateType kState{"host_bottleneck", 1};
+  // Version 2: an open incident keeps the alert it raised, for its closing revision (ends_ns).
+  static constexpr runtime::state::StateType kState{"host_bottleneck", 2};
   HostBottleneck(const HostBottleneckOptions& o, const runtime::OperatorContext& ctx)
       : o_(o), placement_(ctx.partition, ctx.partitions) {}
   template <class Io>
@@ -39,7 +40,11 @@ class HostBottleneck final : public runtime::state::Snapshottable<Record, HostBo
       case Kind::kRunEnd: {
         Symbol run = r.as<RunEnd>().run_id;
         if (const auto* nodes = placement_.nodes_of(run)) {
-          for (Symbol n : *nodes) incidents_.erase({run, n});
+          for (Symbol n : *nodes) {
+            // The run's open incidents close with it.
+            if (auto it = incidents_.find({run, n}); it != incidents_.end()) it->second.close(r.time_ns, out);
+            incidents_.erase({run, n});
+          }
         }
         placement_.on_run_end(run);
         break;
@@ -86,12 +91,13 @@ class HostBottleneck final : public runtime::state::Snapshottable<Record, HostBo
         if (!hit) continue;
         it = incidents_.try_emplace({rec.run_id, node}, o_.persist_k, o_.persist_n).first;
       }
-      bool opened = it->second.observe(rec.step, hit);
+      Incident::Change change = it->second.observe(rec.step, hit);
+      if (change == Incident::Change::kClosed) it->second.close(r.time_ns, out);
       if (!it->second.active() && it->second.hits() == 0) {
         incidents_.erase(it);
         continue;
       }
-      if (!opened) continue;
+      if (change != Incident::Change::kOpened) continue;
       Alert a;
       a.kind = alert_kind::kHostBottleneck;
       a.severity = Severity::kWarning;
@@ -114,7 +120,7 @@ class HostBottleneck final : public runtime::state::Snapshottable<Record, HostBo
                  {"node_ranks", static_cast<double>(n)},
                  {"onset_step", static_cast<double>(onset)}};
       a.alert_id = make_alert_id(a, onset);
-      out.emit(alert_record(std::move(a)));
+      it->second.raise(std::move(a), out);
     }
   }
 

@@ -435,7 +435,8 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
  public:
   // Version 3: the kind ids and tree indices it holds moved (issue 12's alert kinds and rule files).
   // Version 4: an incident keeps the diagnosis it published (diagnose now, refine later).
-  static constexpr runtime::state::StateType kState{"root_cause", 4};
+  // Version 5: alerts keep their revision and ends_ns (a symptom's closing revision closes the diagnosis).
+  static constexpr runtime::state::StateType kState{"root_cause", 5};
   explicit RootCause(const RootCauseOptions& o) : o_(o), rules_(*o.rules) {}
   template <class Io>
   void state_fields(Io& io) {
@@ -565,7 +566,11 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     for (auto& inc : st.incidents) {
       for (auto& s : inc.symptoms) {
         if (s.alert->alert_id != alert->alert_id) continue;
-        if (s.alert->revision >= alert->revision) return true;
+        // A closing revision wins a tie (one that passed asof_join after the
+        // run's end was not renumbered past a refinement).
+        if (s.alert->ends_ns || (s.alert->revision >= alert->revision && !alert->ends_ns) ||
+            s.alert->revision > alert->revision)
+          return true;
         s.alert = alert;
         // A diagnosed incident is judged again now; a pending one when its window closes.
         if (!inc.pending && inc.emitted) evaluate(run_id, st, inc, at, out, false);
@@ -766,9 +771,20 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     std::stable_sort(symptoms.begin(), symptoms.end(), [](const Symptom* x, const Symptom* y) {
       return std::tie(x->step, x->alert->kind) < std::tie(y->step, y->alert->kind);
     });
-    for (const Symptom* s : symptoms) a.evidence.push_back({s->alert->kind, s->step, s->alert->summary});
+    for (const Symptom* s : symptoms)
+      a.evidence.push_back({s->alert->kind, s->step, s->alert->summary, s->alert->alert_id});
+    // Every symptom it explains closed: the diagnosis closes (its latest end).
+    std::optional<int64_t> ends;
+    for (const Symptom* s : symptoms) {
+      if (!s->alert->ends_ns) {
+        ends.reset();
+        break;
+      }
+      ends = std::max(ends.value_or(INT64_MIN), *s->alert->ends_ns);
+    }
+    a.ends_ns = ends;
     for (const Seen& s : st.seen) {
-      if (s.is_event && w.in_window(s)) a.evidence.push_back({vocab().kind_name(s.kind), s.step, s.detail});
+      if (s.is_event && w.in_window(s)) a.evidence.push_back({vocab().kind_name(s.kind), s.step, s.detail, {}});
     }
     a.attrs.push_back({"onset_step", static_cast<double>(inc.onset)});
     a.attrs.push_back({"symptoms", static_cast<double>(inc.symptoms.size())});
@@ -784,12 +800,12 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
       } else if (def.source == Source::kHardware) {
         detail += " (" + where_words(p) + ")";
       }
-      a.evidence.push_back({"signal", primary.step, detail});
+      a.evidence.push_back({"signal", primary.step, detail, {}});
       a.attrs.push_back({def.name, *v});
     }
     for (const auto& step : d.path) {
       std::string value = !step.value ? "unknown" : step.taken ? "true" : "false";
-      a.evidence.push_back({"rule", std::nullopt, tree.name + ": " + step.condition->expr.text() + " is " + value});
+      a.evidence.push_back({"rule", std::nullopt, tree.name + ": " + step.condition->expr.text() + " is " + value, {}});
     }
     if (a.evidence.size() > kMaxEvidence) a.evidence.resize(kMaxEvidence);
 

@@ -53,9 +53,10 @@ namespace {
 struct RankHistory {
   std::deque<int64_t> slow_steps;  // steps in the window where the rank was slow
   bool flagged = false;
+  std::shared_ptr<const Alert> alert;  // raised while flagged: closed when the rank re-arms
   template <class Io>
   void fields(Io& io) {
-    io(slow_steps, flagged);
+    io(slow_steps, flagged, alert);
   }
 };
 
@@ -72,7 +73,8 @@ struct RunState {
 
 class Straggler final : public PerRunOperator<Straggler, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"straggler", 1};
+  // Version 2: an open incident keeps the alert it raised, for its closing revision (ends_ns).
+  static constexpr runtime::state::StateType kState{"straggler", 2};
   explicit Straggler(const StragglerOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {
@@ -80,6 +82,18 @@ class Straggler final : public PerRunOperator<Straggler, RunState> {
   }
 
   void handle(const Record& r, Emitter& out) {
+    if (r.kind() == Kind::kRunEnd) {
+      // The run's flagged ranks close with it (a run_end among its inputs: the source).
+      Symbol run = r.as<RunEnd>().run_id;
+      if (auto it = runs_.find(run); it != runs_.end()) {
+        for (auto& [rank, h] : it->second.ranks) {
+          if (h.alert) out.emit(closing_record(*h.alert, r.time_ns));
+        }
+        runs_.erase(run);
+      }
+      return;
+    }
+    if (r.kind() != Kind::kStepRecord) return;
     const StepRecord& rec = r.step_record();
     // Incomplete by shedding: the ranks it lacks may have been the fast ones.
     if (rec.shed || static_cast<int64_t>(rec.ranks.size()) < o_.min_ranks) return;
@@ -108,17 +122,24 @@ class Straggler final : public PerRunOperator<Straggler, RunState> {
         if (!h.flagged && hits < o_.persist_k) ++isolated;
         if (!h.flagged && hits >= need) {
           h.flagged = true;
-          out.emit(alert_record(make_alert(r, rec, s, w, median, ratio, h.slow_steps.front(), hits)));
+          h.alert = std::make_shared<const Alert>(make_alert(r, rec, s, w, median, ratio, h.slow_steps.front(), hits));
+          out.emit(alert_record(*h.alert));
         }
       }
       double keep = 1.0 - 1.0 / static_cast<double>(std::max<int64_t>(o_.noise_window, 1));
       st.slow_ew = keep * st.slow_ew + static_cast<double>(isolated);
       st.judged_ew = keep * st.judged_ew + static_cast<double>(judged);
     }
-    // Forget ranks with no slow step in the window; re-arm flagged ones.
+    // Forget ranks with no slow step in the window; re-arm flagged ones,
+    // closing their alert (its closing revision, at this step's time).
     for (auto it = st.ranks.begin(); it != st.ranks.end();) {
       trim(it->second, rec.step);
-      it = it->second.slow_steps.empty() ? st.ranks.erase(it) : std::next(it);
+      if (!it->second.slow_steps.empty()) {
+        ++it;
+        continue;
+      }
+      if (it->second.alert) out.emit(closing_record(*it->second.alert, r.time_ns));
+      it = st.ranks.erase(it);
     }
   }
 
@@ -217,7 +238,7 @@ void RegisterStraggler(Registry& registry) {
        .min = 1,
        .max = 1e9},
   };
-  info.accepts = mask(Kind::kStepRecord);
+  info.accepts = mask(Kind::kStepRecord) | mask(Kind::kRunEnd);
   info.emits = mask(Kind::kAlert);
   registry.add_operator(std::move(info), [](const BuildContext& ctx) {
     StragglerOptions o;

@@ -25,9 +25,10 @@ struct Series {
   std::deque<Point> recent, baseline;
   int64_t persist = 0;  // steps in a row with the windowed drop
   bool raised = false;
+  std::shared_ptr<const Alert> alert;  // raised: closed when the series recovers
   template <class Io>
   void fields(Io& io) {
-    io(recent, baseline, persist, raised);
+    io(recent, baseline, persist, raised, alert);
   }
 };
 
@@ -57,7 +58,8 @@ double ratio_of(const std::deque<Point>& pts) {  // sum(num) / sum(den)
 
 class ThroughputRegression final : public PerRunOperator<ThroughputRegression, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"throughput_regression", 1};
+  // Version 2: an open incident keeps the alert it raised, for its closing revision (ends_ns).
+  static constexpr runtime::state::StateType kState{"throughput_regression", 2};
   explicit ThroughputRegression(const ThroughputRegressionOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {
@@ -87,6 +89,13 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
         break;
       }
       case Kind::kRunEnd:
+        // The run's open incidents close with it.
+        if (auto it = runs_.find(r.as<RunEnd>().run_id); it != runs_.end()) {
+          for (Series* se : {&it->second.tokens, &it->second.mfu}) {
+            se->raised = false;
+            close_recovered(*se, r.time_ns, out);
+          }
+        }
         runs_.erase(r.as<RunEnd>().run_id);
         break;
       default:
@@ -105,16 +114,29 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
     if (s.tokens_per_s && s.step_ms > 0 && s.tokens > 0) {
       Judgement j;
       if (update(st.tokens, Point{s.step, static_cast<double>(s.tokens), s.step_ms / 1000.0}, o_.throughput_drop, &j)) {
-        out.emit(alert_record(throughput_alert(r, s, st, j)));
+        publish(st.tokens, throughput_alert(r, s, st, j), out);
       }
+      close_recovered(st.tokens, r.time_ns, out);
     }
     if (s.mfu && std::isfinite(*s.mfu) && s.work_p50 > 0 && s.step_ms > 0) {
       st.last_mfu = *s.mfu;
       Judgement j;
       if (update(st.mfu, Point{s.step, *s.mfu * s.step_ms / s.work_p50, 1.0}, o_.mfu_drop, &j)) {
-        out.emit(alert_record(mfu_alert(r, s, st, j)));
+        publish(st.mfu, mfu_alert(r, s, st, j), out);
       }
+      close_recovered(st.mfu, r.time_ns, out);
     }
+  }
+
+  static void publish(Series& se, Alert a, Emitter& out) {
+    se.alert = std::make_shared<const Alert>(std::move(a));
+    out.emit(alert_record(*se.alert));
+  }
+  // A series that recovered (no longer raised) closes the alert it raised.
+  static void close_recovered(Series& se, int64_t at, Emitter& out) {
+    if (se.raised || !se.alert) return;
+    out.emit(closing_record(*se.alert, at));
+    se.alert.reset();
   }
 
   // Adds a step to a series; true when it opens an incident.

@@ -75,6 +75,11 @@ CounterSnapshot snapshot(const std::string& node, const std::string& type, const
   s.writer_waits = c.writer.waits.load(std::memory_order_relaxed);
   s.writer_written = c.writer.written.load(std::memory_order_relaxed);
   s.writer_errors = c.writer.errors.load(std::memory_order_relaxed);
+  s.delivery_accepted = c.delivery.accepted.load(std::memory_order_relaxed);
+  s.delivery_posts = c.delivery.posts.load(std::memory_order_relaxed);
+  s.delivery_post_errors = c.delivery.post_errors.load(std::memory_order_relaxed);
+  s.delivery_undelivered = c.delivery.undelivered.load(std::memory_order_relaxed);
+  for (size_t i = 0; i < 3; ++i) s.delivery_dropped[i] = c.delivery.dropped[i].load(std::memory_order_relaxed);
   s.latency = c.latency.summary();
   return s;
 }
@@ -114,6 +119,18 @@ std::string format_counters(const std::vector<CounterSnapshot>& rows) {
         (unsigned long long)r.writer_waits, (unsigned long long)r.writer_written, (unsigned long long)r.writer_errors);
     out += line;
   }
+  // Sinks that deliver alerts to a service (the alertmanager sink).
+  for (const auto& r : rows) {
+    if (r.delivery_accepted == 0 && r.delivery_post_errors == 0) continue;
+    std::snprintf(line, sizeof line,
+                  "delivery of %s: %llu alerts accepted, %llu posts, %llu failed, dropped %llu info %llu warning %llu "
+                  "critical, %llu undelivered\n",
+                  r.node.c_str(), (unsigned long long)r.delivery_accepted, (unsigned long long)r.delivery_posts,
+                  (unsigned long long)r.delivery_post_errors, (unsigned long long)r.delivery_dropped[0],
+                  (unsigned long long)r.delivery_dropped[1], (unsigned long long)r.delivery_dropped[2],
+                  (unsigned long long)r.delivery_undelivered);
+    out += line;
+  }
   for (const auto& r : rows) {
     if (r.latency.count == 0) continue;
     std::snprintf(line, sizeof line, "latency of %s: %llu rows, p50 %.3g ms, p99 %.3g ms, max %.3g ms\n",
@@ -149,6 +166,16 @@ std::string counters_json(const std::vector<CounterSnapshot>& rows) {
                     (unsigned long long)r.writer_queued, (unsigned long long)r.writer_peak,
                     (unsigned long long)r.writer_waits, (unsigned long long)r.writer_written,
                     (unsigned long long)r.writer_errors);
+      out += line;
+    }
+    if (r.delivery_accepted > 0 || r.delivery_post_errors > 0) {
+      std::snprintf(line, sizeof line,
+                    ",\"delivery\":{\"accepted\":%llu,\"posts\":%llu,\"post_errors\":%llu,\"dropped\":{\"info\":%llu,"
+                    "\"warning\":%llu,\"critical\":%llu},\"undelivered\":%llu}",
+                    (unsigned long long)r.delivery_accepted, (unsigned long long)r.delivery_posts,
+                    (unsigned long long)r.delivery_post_errors, (unsigned long long)r.delivery_dropped[0],
+                    (unsigned long long)r.delivery_dropped[1], (unsigned long long)r.delivery_dropped[2],
+                    (unsigned long long)r.delivery_undelivered);
       out += line;
     }
     if (r.latency.count > 0) {

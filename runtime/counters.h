@@ -25,6 +25,19 @@ struct WriterCounters {
   std::atomic<uint64_t> errors{0};
 };
 
+// A sink that delivers alerts to a remote service from a thread of its own
+// (the alertmanager sink): alerts accepted into its bounded queue, posts that
+// succeeded and failed (each failure is retried after a backoff), alerts
+// dropped from the full queue by severity (info, warning, critical: the least
+// severe go first) and alerts still undelivered when the run ended.
+struct DeliveryCounters {
+  std::atomic<uint64_t> accepted{0};
+  std::atomic<uint64_t> posts{0};
+  std::atomic<uint64_t> post_errors{0};
+  std::array<std::atomic<uint64_t>, 3> dropped{};  // by Severity: info, warning, critical
+  std::atomic<uint64_t> undelivered{0};
+};
+
 // How long after the arrival of its input a sink handled a row: from the
 // moment the source received the batch whose watermark released the row (the
 // one that completed its evidence) to the moment the sink had processed it
@@ -61,8 +74,9 @@ struct NodeCounters {
   std::atomic<uint64_t> producers{0};
   std::atomic<uint64_t> producers_idle{0};
   std::atomic<uint64_t> lost_batches{0};
-  WriterCounters writer;     // sinks with an asynchronous writer only
-  LatencyHistogram latency;  // sinks only: arrival of the releasing batch -> row handled
+  WriterCounters writer;      // sinks with an asynchronous writer only
+  DeliveryCounters delivery;  // sinks that deliver alerts to a remote service only
+  LatencyHistogram latency;   // sinks only: arrival of the releasing batch -> row handled
 
   void add(std::atomic<uint64_t>& c, uint64_t n) { c.fetch_add(n, std::memory_order_relaxed); }
   void raise_peak(uint64_t v) {
@@ -80,6 +94,8 @@ struct CounterSnapshot {
   uint64_t queue_rows = 0, queue_peak = 0, queue_capacity = 0;
   uint64_t producers = 0, producers_idle = 0, lost_batches = 0;
   uint64_t writer_queued = 0, writer_peak = 0, writer_waits = 0, writer_written = 0, writer_errors = 0;
+  uint64_t delivery_accepted = 0, delivery_posts = 0, delivery_post_errors = 0, delivery_undelivered = 0;
+  std::array<uint64_t, 3> delivery_dropped{};  // info, warning, critical
   LatencyHistogram::Summary latency;
   uint64_t dropped_total() const { return dropped[0] + dropped[1] + dropped[2] + dropped[3]; }
 };

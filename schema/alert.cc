@@ -67,3 +67,18 @@ std::string make_evaluation_alert_id(std::string_view kind, std::string_view mod
 }
 
 }  // namespace runlens
+
+namespace runlens {
+
+Record closing_record(const Alert& open, int64_t end_ns) {
+  auto a = std::make_shared<Alert>(open);
+  a->revision = open.revision + 1;
+  a->ends_ns = std::max(end_ns, open.time_ns);
+  Record r;
+  r.time_ns = *a->ends_ns;
+  r.tenant = a->tenant;
+  r.body = std::shared_ptr<const Alert>(std::move(a));
+  return r;
+}
+
+}  // namespace runlens

@@ -78,6 +78,9 @@ struct Evidence {
   std::string kind;
   std::optional<int64_t> step;
   std::string detail;
+  // The alert_id of the symptom this item is (a diagnosis's symptoms; alert
+  // contract v2, written only when set): what a diagnosis explains.
+  std::string alert_id;
   bool operator==(const Evidence&) const = default;
 };
 
@@ -90,6 +93,11 @@ struct Alert {
   std::string kind;
   Severity severity = Severity::kWarning;
   int64_t time_ns = 0;
+  // Set on the closing revision of an alert whose incident closed (the
+  // detector re-armed, the run ended): the event time it closed; the alert is
+  // resolved from then on. Unset: open (or an event-like kind, docs/alerts.md).
+  // JSONL "ends_ns", written only when set (alert contract v2).
+  std::optional<int64_t> ends_ns;
   Symbol tenant;
   Symbol run_id;
   std::optional<int64_t> step;
@@ -124,6 +132,10 @@ std::string make_alert_id(const Alert& a, int64_t discriminator);
 // pager de-duplicates it; training kinds keep make_alert_id above.
 std::string make_evaluation_alert_id(std::string_view kind, std::string_view model_id, std::string_view model_version,
                                      std::string_view evaluation_id, std::string_view metric);
+
+// The closing revision of `open` (its latest publication): the same alert,
+// revision + 1, with ends_ns = `end_ns`; its row's time is `end_ns`.
+Record closing_record(const Alert& open, int64_t end_ns);
 
 inline Record alert_record(Alert a) {
   Record r;

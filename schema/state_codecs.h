@@ -100,17 +100,17 @@ struct Codec<StepStats> {
 
 template <>
 struct Codec<Evidence> {
-  static void encode(Writer& w, const Evidence& v) { w(v.kind, v.step, v.detail); }
-  static void decode(Reader& r, Evidence& v) { r(v.kind, v.step, v.detail); }
+  static void encode(Writer& w, const Evidence& v) { w(v.kind, v.step, v.detail, v.alert_id); }
+  static void decode(Reader& r, Evidence& v) { r(v.kind, v.step, v.detail, v.alert_id); }
 };
 
 template <>
 struct Codec<Alert> {
   template <class Io, class A>
   static void io(Io& x, A& a) {
-    x(a.alert_id, a.kind, a.severity, a.time_ns, a.tenant, a.run_id, a.step, a.rank, a.node, a.gpu, a.model_id,
-      a.model_version, a.evaluation_id, a.value, a.threshold, a.summary, a.symptom, a.cause, a.owner, a.recommendation,
-      a.evidence, a.attrs);
+    x(a.alert_id, a.revision, a.kind, a.severity, a.time_ns, a.ends_ns, a.tenant, a.run_id, a.step, a.rank, a.node,
+      a.gpu, a.model_id, a.model_version, a.evaluation_id, a.value, a.threshold, a.summary, a.symptom, a.cause, a.owner,
+      a.recommendation, a.evidence, a.attrs);
   }
   static void encode(Writer& w, const Alert& a) { io(w, a); }
   static void decode(Reader& r, Alert& a) {

@@ -9,6 +9,20 @@ const Term* find_term(std::span<const Term> terms, std::string_view word) {
   return nullptr;
 }
 
+std::string_view alert_owner(std::string_view kind) {
+  for (const KindOwner& k : alert_kind::kOwners) {
+    if (k.kind == kind) return k.owner;
+  }
+  return {};
+}
+
+bool alert_closes(std::string_view kind) {
+  for (const KindOwner& k : alert_kind::kOwners) {
+    if (k.kind == kind) return k.closes;
+  }
+  return false;
+}
+
 namespace {
 void table(std::string* md, std::string_view caption, std::string_view column, std::span<const Term> terms) {
   *md += caption;
@@ -27,7 +41,16 @@ void table(std::string* md, std::string_view caption, std::string_view column, s
 
 std::string vocabulary_markdown() {
   std::string md;
-  table(&md, "**Alert kinds** (an alert's `kind`):", "kind", alert_kind::kAll);
+  md +=
+      "**Alert kinds** (an alert's `kind`; the owner it implies until a diagnosis names one; how it is resolved: "
+      "`closes` by its closing revision, `hold` by a consumer after a hold time):\n\n"
+      "| kind | owner | resolved | meaning |\n|---|---|---|---|\n";
+  for (size_t i = 0; i < std::size(alert_kind::kAll); ++i) {
+    const Term& t = alert_kind::kAll[i];
+    std::string_view o = alert_kind::kOwners[i].owner;
+    md += "| `" + std::string(t.name) + "` | " + (o.empty() ? std::string("its own") : "`" + std::string(o) + "`") +
+          " | " + (alert_kind::kOwners[i].closes ? "closes" : "hold") + " | " + std::string(t.doc) + " |\n";
+  }
   md += "\n";
   table(&md, "**Causes** (a diagnosis's `cause`):", "cause", cause::kAll);
   md += "\n";

@@ -84,6 +84,45 @@
   X(kPlatform, "platform", "Whoever runs the training platform's services: checkpoint storage, the scheduler.")      \
   X(kEvaluation, "evaluation", "Whoever runs the evaluations: benchmarks, their datasets, prompts and evaluators.")
 
+// The owner each alert kind implies (alert contract v2): who acts on a symptom
+// until a diagnosis that explains it names another (a diagnosis names its own,
+// hence none here), and whether its incident closes visibly (true: the
+// detector, or root_cause for a diagnosis, publishes a closing revision with
+// ends_ns; false: an event-like kind, which a consumer resolves after a hold
+// time, docs/alerts.md). One entry per alert kind, in the order of the list
+// above (checked at compile time).
+#define RUNLENS_ALERT_OWNERS(X)               \
+  X(kStraggler, kInfrastructure, true)        \
+  X(kRankMissing, kInfrastructure, false)     \
+  X(kJobStalled, kInfrastructure, false)      \
+  X(kNodeUnreachable, kInfrastructure, false) \
+  X(kStepAnomaly, kTraining, false)           \
+  X(kTelemetryGap, kPlatform, false)          \
+  X(kTelemetryShed, kPlatform, false)         \
+  X(kNanLoss, kTraining, false)               \
+  X(kLossSpike, kTraining, false)             \
+  X(kGradSpike, kTraining, false)             \
+  X(kDataStarvation, kData, true)             \
+  X(kCommBottleneck, kNetwork, true)          \
+  X(kThroughputDrop, kTraining, true)         \
+  X(kMfuDrop, kTraining, true)                \
+  X(kThermalThrottle, kInfrastructure, true)  \
+  X(kPowerThrottle, kInfrastructure, true)    \
+  X(kClockLow, kInfrastructure, true)         \
+  X(kXidError, kInfrastructure, false)        \
+  X(kEccUncorrected, kInfrastructure, true)   \
+  X(kNvlinkError, kInfrastructure, true)      \
+  X(kPcieReplay, kInfrastructure, true)       \
+  X(kOom, kTraining, false)                   \
+  X(kMemoryPressure, kTraining, true)         \
+  X(kCheckpointOverhead, kPlatform, false)    \
+  X(kCheckpointFailure, kPlatform, false)     \
+  X(kHostBottleneck, kInfrastructure, true)   \
+  X(kBenchmarkRegression, kEvaluation, false) \
+  X(kSafetyRegression, kEvaluation, false)    \
+  X(kLatencyRegression, kEvaluation, false)   \
+  X(kDiagnosis, kNone, true)
+
 // The `kind` of a telemetry `event` (Occurrence); runs may send other words too.
 #define RUNLENS_EVENT_KINDS(X)                                                                                      \
   X(kXid, "xid", "A GPU's XID error, with its `code` (node-level events name `node` and `gpu`).")                   \
@@ -138,6 +177,34 @@ namespace owner {
 RUNLENS_OWNERS(RUNLENS_VOCAB_CONSTANT_)
 inline constexpr Term kAll[] = {RUNLENS_OWNERS(RUNLENS_VOCAB_TERM_)};
 }  // namespace owner
+
+// The owner an alert kind implies (RUNLENS_ALERT_OWNERS): alert_owner(kind)
+// is the owner's word, empty for `diagnosis` (it names its own) and for a
+// kind this build does not know.
+struct KindOwner {
+  std::string_view kind, owner;
+  bool closes = false;  // the kind's alerts get a closing revision (ends_ns)
+};
+namespace alert_kind {
+namespace owner_ {
+inline constexpr std::string_view kNone = "";
+using namespace ::runlens::owner;
+}  // namespace owner_
+#define RUNLENS_VOCAB_OWNER_(k, o, c) KindOwner{k, owner_::o, c},
+inline constexpr KindOwner kOwners[] = {RUNLENS_ALERT_OWNERS(RUNLENS_VOCAB_OWNER_)};
+#undef RUNLENS_VOCAB_OWNER_
+consteval bool owners_match_kinds() {
+  if (std::size(kOwners) != std::size(kAll)) return false;
+  for (size_t i = 0; i < std::size(kAll); ++i) {
+    if (kOwners[i].kind != kAll[i].name) return false;
+  }
+  return true;
+}
+static_assert(owners_match_kinds(), "RUNLENS_ALERT_OWNERS must list every alert kind, in RUNLENS_ALERT_KINDS order");
+}  // namespace alert_kind
+std::string_view alert_owner(std::string_view kind);
+// Whether alerts of `kind` get a closing revision (RUNLENS_ALERT_OWNERS).
+bool alert_closes(std::string_view kind);
 
 // The `kind` of a telemetry event (Occurrence::kind).
 namespace event_kind {

@@ -8,12 +8,15 @@
 namespace runlens::api {
 
 std::string get_alerts(const Call& call) {
-  Args a = call.args({"runId", "kind", "since", "limit"});
+  Args a = call.args({"runId", "kind", "since", "limit", "state"});
   store::AlertFilter f;
   f.run_id = a.text("runId").value_or("");
   f.kind = a.text("kind").value_or("");
   f.since_ns = a.integer("since", 0, INT64_MAX);
   f.limit = a.integer("limit", 1, 100000).value_or(1000);
+  // open: no end yet; resolved: its closing revision (ends_ns) arrived.
+  std::string state = a.choice("state", "any", {"any", "open", "resolved"});
+  if (state != "any") f.resolved = state == "resolved";
   auto s = call.open();
   if (!f.run_id.empty()) run_or_404(s, f.run_id);
   auto rows = s.graph->alerts(f);

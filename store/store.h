@@ -240,6 +240,7 @@ struct RunFilter {
 struct AlertFilter {
   std::string run_id, kind;  // empty: any
   std::optional<int64_t> since_ns;
+  std::optional<bool> resolved;  // true: only alerts with an end (ends_ns); false: only open ones; none: all
   int64_t limit = 1000;
 };
 

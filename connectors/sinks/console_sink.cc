@@ -7,7 +7,20 @@
 namespace runlens::connectors {
 namespace {
 
+// A closing revision: one short line, "[warning] straggler resolved run=... rank=3 after 12.5 s".
+std::string resolved(const Alert& a) {
+  std::string s = "[" + std::string(severity_name(a.severity)) + "] " + a.kind + " resolved";
+  if (!a.run_id.empty()) s += " run=" + a.run_id.string();
+  if (a.rank) s += " rank=" + std::to_string(*a.rank);
+  if (!a.node.empty()) s += " node=" + a.node.string();
+  if (a.gpu) s += " gpu=" + std::to_string(*a.gpu);
+  char buf[48];
+  std::snprintf(buf, sizeof buf, " after %.1f s", static_cast<double>(*a.ends_ns - a.time_ns) / 1e9);
+  return s + buf + " (alert " + a.alert_id + ")";
+}
+
 std::string human(const Alert& a) {
+  if (a.ends_ns) return resolved(a);
   std::string s = "[" + std::string(severity_name(a.severity)) + "] " + a.kind;
   // A later publication of the same alert (refined context, a changed diagnosis).
   if (a.revision > 0) s += " (revision " + std::to_string(a.revision) + ")";

@@ -21,6 +21,7 @@ class MetricsHub;
 // executor asks what it accepts); false when `def` is not a metrics sink.
 // Without a hub the sink is inert: it accepts no rows.
 bool attach_metrics_hub(OperatorDef& def, std::shared_ptr<metrics::MetricsHub> hub);
+void RegisterAlertmanagerSink(Registry& registry);
 
 // Parses a `kinds` parameter (names of row kinds) into a mask; fails through ctx.
 uint32_t kinds_mask(const runtime::BuildContext& ctx, const std::string& param);

@@ -469,6 +469,15 @@ UPDATE alerts SET revision = max(0, CAST(json_extract(json, '$.attrs.revision') 
   WHERE kind = 'diagnosis' AND json_valid(json) AND json_type(json, '$.attrs.revision') IN ('integer', 'real');
 )sql";
 
+// Version 7: an alert's end (alert contract v2: the closing revision of an
+// alert whose incident closed carries ends_ns; NULL: open, or an event-like
+// kind). Rows of a v6 store are taken from their JSON (none had one).
+constexpr const char* kV7 = R"sql(
+ALTER TABLE alerts ADD COLUMN ends_ns INTEGER;
+UPDATE alerts SET ends_ns = CAST(json_extract(json, '$.ends_ns') AS INTEGER)
+  WHERE json_valid(json) AND json_type(json, '$.ends_ns') = 'integer';
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& sqlite_migrations() {
@@ -482,6 +491,7 @@ const std::vector<Migration>& sqlite_migrations() {
       {4, "gate decisions (quality_gates.decision_json), the promotion audit (model_version_transitions)", kV4},
       {5, "item cluster ids (evaluation_items.clusters_json)", kV5},
       {6, "alert revisions (alerts.revision)", kV6},
+      {7, "alert ends (alerts.ends_ns)", kV7},
   };
   return migrations;
 }

@@ -540,12 +540,13 @@ class SqliteRunGraph final : public RunGraph {
       // replaces it); a revision keeps the incident its alert joined first.
       Query(db,
             "INSERT INTO alerts (alert_id, run_id, kind, severity, time_ns, step, rank, node, gpu, cause, "
-            "json, incident_id, revision) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "json, incident_id, revision, ends_ns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (alert_id) DO UPDATE SET run_id = excluded.run_id, kind = excluded.kind, "
             "severity = excluded.severity, time_ns = excluded.time_ns, step = excluded.step, rank = excluded.rank, "
             "node = excluded.node, gpu = excluded.gpu, cause = excluded.cause, json = excluded.json, "
             "incident_id = CASE WHEN excluded.revision > alerts.revision THEN coalesce(alerts.incident_id, "
-            "excluded.incident_id) ELSE excluded.incident_id END, revision = excluded.revision "
+            "excluded.incident_id) ELSE excluded.incident_id END, revision = excluded.revision, ends_ns = "
+            "excluded.ends_ns "
             "WHERE excluded.revision >= alerts.revision")
           .arg(a.alert_id)
           .opt_text(a.run_id.str())
@@ -560,6 +561,7 @@ class SqliteRunGraph final : public RunGraph {
           .arg(s.json)
           .opt_text(s.incident_id)
           .arg(static_cast<int64_t>(a.revision))
+          .opt(a.ends_ns)
           .run();
     }
     for (const auto& i : b.incidents) {
@@ -751,8 +753,10 @@ class SqliteRunGraph final : public RunGraph {
   std::vector<StoredAlert> alerts(const AlertFilter& f) override {
     Query q(*db_,
             "SELECT json, incident_id FROM alerts WHERE (?1 = '' OR run_id = ?1) AND (?2 = '' OR kind = ?2) "
-            "AND (?3 IS NULL OR time_ns >= ?3) ORDER BY time_ns, alert_id LIMIT ?4");
+            "AND (?3 IS NULL OR time_ns >= ?3) AND (?5 IS NULL OR (ends_ns IS NOT NULL) = ?5) "
+            "ORDER BY time_ns, alert_id LIMIT ?4");
     q.arg(f.run_id).arg(f.kind).opt(f.since_ns).arg(f.limit);
+    q.opt(f.resolved ? std::optional<int64_t>(*f.resolved ? 1 : 0) : std::nullopt);
     std::vector<StoredAlert> out;
     while (q.next()) {
       StoredAlert s;

@@ -186,3 +186,26 @@ TEST_CASE("report replays telemetry files and prints the failure page") {
   CHECK(r.output.find("training_instability") != std::string::npos);
   CHECK(sh("report --run golden-nan").code == 2);
 }
+
+TEST_CASE("replay: the console prints a closing revision as one short resolved line") {
+  std::string dir = scratch_dir("console-resolved");
+  auto syn = sh("synth --out " + dir +
+                "/in.jsonl --run-id run-c --ranks 8 --steps 45 --gpu-every 0 "
+                "--fault straggler:rank=3,from=5,to=15");
+  REQUIRE_MESSAGE(syn.code == 0, syn.output);
+  auto r = sh("replay " + dir + "/in.jsonl --quiet --threads 2 --out " + dir + "/out");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  std::string alerts = read_file(dir + "/out/alerts.jsonl");
+  // The straggler's alert_id, from its first publication.
+  size_t at = alerts.find("\"revision\":0,\"kind\":\"straggler\"");
+  REQUIRE(at != std::string::npos);
+  size_t id = alerts.rfind("\"alert_id\":\"", at);
+  REQUIRE(id != std::string::npos);
+  std::string alert_id = alerts.substr(id + 12, 16);
+  size_t line = r.output.find("[warning] straggler resolved run=run-c rank=3 node=gpu-node-0 gpu=3 after ");
+  REQUIRE_MESSAGE(line != std::string::npos, r.output);
+  std::string text = r.output.substr(line, r.output.find('\n', line) - line);
+  CHECK(text.size() < 120);
+  CHECK(text.substr(text.size() - 26) == "s (alert " + alert_id + ")");
+  std::filesystem::remove_all(dir);
+}

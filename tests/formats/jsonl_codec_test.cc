@@ -480,6 +480,7 @@ Alert full_alert() {
   a.kind = "straggler";
   a.severity = Severity::kCritical;
   a.time_ns = 1700000000123456789;
+  a.ends_ns = 1700000060123456789;
   a.tenant = Symbol::intern("team-a");
   a.run_id = Symbol::intern("run-1");
   a.step = 1200;
@@ -493,7 +494,8 @@ Alert full_alert() {
   a.cause = "data loader starved\non node-a";
   a.owner = "data-platform";
   a.recommendation = "raise num_workers — or check the \\\\ share";
-  a.evidence = {{"step_ms", 1199, "rank 3: 896 ms vs median 512 ms"}, {"data_wait_ms", std::nullopt, "high data wait"}};
+  a.evidence = {{"step_ms", 1199, "rank 3: 896 ms vs median 512 ms", {}},
+                {"data_wait_ms", std::nullopt, "high data wait", "a1"}};
   a.attrs = {{"median_ms", 512.25}, {"ratio", 1.75}, {"ranks", 8}};
   return a;
 }
@@ -535,11 +537,11 @@ TEST_CASE("alerts: the encoding names every field") {
   CHECK(
       line ==
       R"({"alert_id":"4f2a9c1b3d5e7f80","revision":0,"kind":"straggler","severity":"critical","time_ns":1700000000123456789,)"
-      R"("tenant":"team-a","run_id":"run-1","step":1200,"rank":3,"node":"node-a","gpu":7,"value":1.75,"threshold":1.5,)"
+      R"("ends_ns":1700000060123456789,"tenant":"team-a","run_id":"run-1","step":1200,"rank":3,"node":"node-a","gpu":7,"value":1.75,"threshold":1.5,)"
       R"("summary":"rank 3 is 1.75x slower than the median \"step\"","symptom":"slow steps on one rank",)"
       R"("cause":"data loader starved\non node-a","owner":"data-platform",)"
       R"("evidence":[{"kind":"step_ms","step":1199,"detail":"rank 3: 896 ms vs median 512 ms"},)"
-      R"({"kind":"data_wait_ms","detail":"high data wait"}],)"
+      R"({"kind":"data_wait_ms","detail":"high data wait","alert_id":"a1"}],)"
       R"("recommendation":"raise num_workers — or check the \\\\ share",)"
       R"("attrs":{"median_ms":512.25,"ratio":1.75,"ranks":8}})");
 }

@@ -36,10 +36,16 @@ struct OperatorRun {
   CollectDeadLetters dead;
   runtime::NodeCounters counters;
 
-  std::vector<Alert> alerts(const std::string& kind = "") const {
+  // The alerts published, but closing revisions (ends_ns set: closed()).
+  std::vector<Alert> alerts(const std::string& kind = "") const { return published(kind, false); }
+  // The closing revisions: alerts whose incident closed (docs/alerts.md, "Closing revisions").
+  std::vector<Alert> closed(const std::string& kind = "") const { return published(kind, true); }
+  std::vector<Alert> published(const std::string& kind, bool closing) const {
     std::vector<Alert> a;
     for (const auto& r : out) {
-      if (r.kind() == Kind::kAlert && (kind.empty() || r.alert().kind == kind)) a.push_back(r.alert());
+      if (r.kind() == Kind::kAlert && (kind.empty() || r.alert().kind == kind) &&
+          r.alert().ends_ns.has_value() == closing)
+        a.push_back(r.alert());
     }
     return a;
   }

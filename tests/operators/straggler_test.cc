@@ -65,6 +65,25 @@ TEST_CASE("straggler flags a persistent slow rank once, on its own work time") {
       CHECK(onset_ok);
       CHECK(alerts[i].summary.find("STRAGGLER DETECTED") == 0);
     }
+    // Each incident that re-armed (persist_n = 5 steps without a slow one
+    // before the run's last step, 49) closes: its closing revision.
+    auto closed = run.closed("straggler");
+    size_t rearmed = 0;
+    for (size_t i = 0; i < alerts.size(); ++i) {
+      int64_t last_slow = 0;
+      for (int64_t s : c.slow_steps) {
+        if (s >= c.expect_onsets[i] && (i + 1 == alerts.size() || s < c.expect_onsets[i + 1])) last_slow = s;
+      }
+      if (last_slow + 5 <= 49) ++rearmed;
+    }
+    REQUIRE(closed.size() == rearmed);
+    for (size_t i = 0; i < closed.size(); ++i) {
+      CHECK(closed[i].alert_id == alerts[i].alert_id);
+      CHECK(closed[i].revision == alerts[i].revision + 1);
+      CHECK(closed[i].time_ns == alerts[i].time_ns);
+      CHECK(*closed[i].ends_ns > alerts[i].time_ns);
+      CHECK(closed[i].summary == alerts[i].summary);
+    }
   }
 }
 

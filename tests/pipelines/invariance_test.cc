@@ -64,12 +64,21 @@ TEST_CASE("invariance: threads, batch size, arrival order and format do not chan
   ReplayResult base = replay({base_path}, 1, 4096);
   auto alerts = lines_of(base.alerts);
   // The scenario's three faults all show, and the straggler's cost to throughput
-  // (diagnoses that explain them aside).
-  alerts.erase(
-      std::remove_if(alerts.begin(), alerts.end(),
-                     [](const std::string& l) { return l.find("\"kind\":\"diagnosis\"") != std::string::npos; }),
-      alerts.end());
+  // (diagnoses that explain them aside); the straggler and the throughput drop
+  // end before the run does (their closing revisions, ends_ns).
+  size_t closing = 0;
+  alerts.erase(std::remove_if(alerts.begin(), alerts.end(),
+                              [&](const std::string& l) {
+                                if (l.find("\"ends_ns\":") != std::string::npos &&
+                                    l.find("\"kind\":\"diagnosis\"") == std::string::npos) {
+                                  ++closing;
+                                  return true;
+                                }
+                                return l.find("\"kind\":\"diagnosis\"") != std::string::npos;
+                              }),
+               alerts.end());
   REQUIRE(alerts.size() == 4);
+  CHECK(closing == 2);
   CHECK(base.alerts.find("\"kind\":\"straggler\"") != std::string::npos);
   CHECK(base.alerts.find("\"kind\":\"throughput_drop\"") != std::string::npos);
   CHECK(base.alerts.find("\"kind\":\"rank_missing\"") != std::string::npos);
@@ -208,13 +217,18 @@ TEST_CASE("invariance: a straggler refined by a later, nearer GPU sample, and it
     CHECK(seq[i].kind == kind);
     CHECK(seq[i].revision == revision);
   };
-  REQUIRE(seq.size() == 6);
+  REQUIRE(seq.size() == 7);
   is(0, "straggler", 0);
   is(1, "diagnosis", 0);
   is(2, "straggler", 1);
   is(3, "diagnosis", 1);
   is(4, "thermal_throttle", 0);
   is(5, "diagnosis", 2);
+  // The run's end closes the straggler: its closing revision, after asof_join's refinement.
+  is(6, "straggler", 2);
+  CHECK(seq[6].alert_id == seq[0].alert_id);
+  CHECK(seq[6].ends_ns.has_value());
+  CHECK(attr_value(seq[6], "gpu_temp_c") > 85);  // the context of the revision it closes
   CHECK(attr_value(seq[0], "gpu_temp_c") < 75);
   CHECK(attr_value(seq[0], "gpu_sample_offset_s") < -20);
   CHECK(attr_value(seq[2], "gpu_temp_c") > 85);

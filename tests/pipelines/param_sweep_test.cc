@@ -32,6 +32,7 @@ const std::map<std::string, std::map<std::string, std::string>> kBase = {
     {"jsonl", {{"path", "${SWEEP_DIR}/alerts.jsonl"}}},
     {"zmq_pub", {{"bind", "ipc://${SWEEP_DIR}/alerts.sock"}}},
     {"timeline", {{"store", "sqlite://${SWEEP_DIR}/runlens.db"}, {"timeline_path", "${SWEEP_DIR}/timeline.jsonl"}}},
+    {"alertmanager", {{"url", "http://127.0.0.1:9"}}},
 };
 
 // What a factory checks, one case a line: the value given to `param` (with
@@ -74,6 +75,9 @@ const std::vector<FactoryCase> kFactoryCases = {
     {"metrics", "kinds", "[gpu, step]",
      "the metrics sink reads only run_start, run_end, step_stats, collective, gpu, node, event and alert rows", ""},
     {"zmq_pub", "bind", "\"\"", "bind must not be empty", ""},
+    {"alertmanager", "url", "127.0.0.1:9093", "expected an http:// URL, got '127.0.0.1:9093'", ""},
+    {"alertmanager", "url", "http:///x", "the URL 'http:///x' names no host", ""},
+    {"alertmanager", "backoff_max", "100ms", "backoff_max must not be below backoff", ""},
     {"zmq_pub", "bind", "inproc:/x",
      "invalid endpoint 'inproc:/x' (expected TRANSPORT://ADDRESS, e.g. tcp://127.0.0.1:5555 or ipc:///tmp/x)", ""},
     {"timeline", "store", "runlens.db",
@@ -116,10 +120,9 @@ const std::vector<FactoryCase> kFactoryCases = {
 // Free text that no value makes invalid when the pipeline is built (a path
 // that cannot be written is found when the component opens it).
 const std::set<std::pair<std::string, std::string>> kAnyText = {
-    {"zmq", "topic"},
-    {"zmq", "record"},
-    {"timeline", "timeline_path"},
-    {"timeline", "db"},  // deprecated: a path, turned into sqlite://PATH
+    {"zmq", "topic"},         {"zmq", "record"}, {"timeline", "timeline_path"},
+    {"timeline", "db"},        // deprecated: a path, turned into sqlite://PATH
+    {"alertmanager", "link"},  // a URL template: any text is a link
 };
 
 const std::string kComponentLine = "<c>";  // key of the component's own line in `lines`

@@ -159,3 +159,22 @@ TEST_CASE("the latency histogram's quantiles and maximum are those of what it re
   std::string table = rt::format_counters({rt::snapshot("alert_stream", "zmq_pub", c)});
   CHECK(table.find("latency of alert_stream: 100 rows, p50 ") != std::string::npos);
 }
+
+TEST_CASE("a delivering sink's counters: accepted, posts, failures, drops by severity, undelivered") {
+  rt::NodeCounters c;
+  CHECK(rt::counters_json({rt::snapshot("am", "alertmanager", c)}).find("delivery") == std::string::npos);
+  c.delivery.accepted = 7;
+  c.delivery.posts = 3;
+  c.delivery.post_errors = 2;
+  c.delivery.dropped[0] = 4;
+  c.delivery.dropped[1] = 1;
+  c.delivery.undelivered = 2;
+  auto s = rt::snapshot("am", "alertmanager", c);
+  CHECK(s.delivery_accepted == 7);
+  CHECK(s.delivery_dropped == std::array<uint64_t, 3>{4, 1, 0});
+  std::string json = rt::counters_json({s});
+  CHECK(json.find(R"(,"delivery":{"accepted":7,"posts":3,"post_errors":2,"dropped":{"info":4,"warning":1,)"
+                  R"("critical":0},"undelivered":2})") != std::string::npos);
+  CHECK(rt::format_counters({s}).find("delivery of am: 7 alerts accepted, 3 posts, 2 failed, dropped 4 info 1 "
+                                      "warning 0 critical, 2 undelivered\n") != std::string::npos);
+}

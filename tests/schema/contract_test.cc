@@ -605,7 +605,7 @@ TEST_CASE("canonical order: alerts differing only in severity, value or diagnosi
       {"cause", [](Alert& x) { x.cause = "slow dataloader"; }},
       {"evidence",
        [](Alert& x) {
-         x.evidence.push_back({"step", 3, "slow"});
+         x.evidence.push_back({"step", 3, "slow", {}});
        }},
       {"attrs", [](Alert& x) { x.attrs.emplace_back("ratio", 1.7); }},
   };

@@ -86,6 +86,26 @@ TEST_CASE("vocabulary: the named constants are the tables' words, in order") {
   CHECK(event_kind::kConfigChange == "config_change");
 }
 
+TEST_CASE("vocabulary: every alert kind implies an owner of the owners' table, but a diagnosis, which names its own") {
+  for (const Term& k : alert_kind::kAll) {
+    CAPTURE(k.name);
+    std::string_view o = alert_owner(k.name);
+    if (k.name == alert_kind::kDiagnosis) {
+      CHECK(o.empty());
+      CHECK(alert_closes(k.name));
+    } else {
+      CHECK(find_term(owner::kAll, o) != nullptr);
+    }
+  }
+  CHECK(alert_owner(alert_kind::kStraggler) == owner::kInfrastructure);
+  CHECK(alert_owner(alert_kind::kNanLoss) == owner::kTraining);
+  CHECK(alert_owner(alert_kind::kDataStarvation) == owner::kData);
+  CHECK(alert_owner("no_such_kind").empty());
+  CHECK(alert_closes(alert_kind::kStraggler));
+  CHECK_FALSE(alert_closes(alert_kind::kNanLoss));
+  CHECK_FALSE(alert_closes(alert_kind::kXidError));
+}
+
 TEST_CASE("vocabulary: find_term") {
   const Term* t = find_term(alert_kind::kAll, "straggler");
   REQUIRE(t != nullptr);
@@ -111,6 +131,12 @@ TEST_CASE("vocabulary: the markdown holds one row per word, with its doc line") 
     words += t.terms.size();
     for (const Term& term : t.terms) {
       std::string row = "| `" + std::string(term.name) + "` | " + std::string(term.doc) + " |\n";
+      if (t.terms.data() == alert_kind::kAll) {
+        // The alert kinds' table also says each kind's owner and how it is resolved.
+        std::string_view o = alert_owner(term.name);
+        row = "| `" + std::string(term.name) + "` | " + (o.empty() ? "its own" : "`" + std::string(o) + "`") + " | " +
+              (alert_closes(term.name) ? "closes" : "hold") + " | " + std::string(term.doc) + " |\n";
+      }
       CAPTURE(row);
       CHECK(md.find(row) != std::string::npos);
     }

@@ -20,6 +20,7 @@ const std::string kFixtureV2 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/d
 const std::string kFixtureV3 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v3.sql";
 const std::string kFixtureV4 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v4.sql";
 const std::string kFixtureV5 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v5.sql";
+const std::string kFixtureV6 = std::string(RUNLENS_SOURCE_DIR) + "/tests/store/data/runlens_v6.sql";
 
 std::string v1_store(const std::string& dir) {
   std::string db = dir + "/v1.db";
@@ -56,6 +57,13 @@ std::string v5_store(const std::string& dir) {
   return db;
 }
 
+std::string v6_store(const std::string& dir) {
+  std::string db = dir + "/v6.db";
+  SqliteFile f(db);
+  f.exec(read_file(kFixtureV6));
+  return db;
+}
+
 // `rows` with "|" + `column` after each line.
 std::string with_column(const std::string& rows, const std::string& column) {
   std::string out;
@@ -81,7 +89,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -155,7 +163,7 @@ TEST_CASE("migration: a version-2 store opens at version 4, its evaluation rows 
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
     // The v2 tables were extended, not duplicated: their rows are kept.
     CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
@@ -288,7 +296,7 @@ TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions a
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     CHECK(f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id") == before_runs);
     CHECK(f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric") == before_scores);
     CHECK(f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version") == before_versions);
@@ -354,13 +362,14 @@ TEST_CASE("migration: a version-4 store opens at version 5, its items without cl
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
     // The rows are as they were, with a NULL clusters_json after them.
     std::string expect;
     for (size_t p = 0, q; (q = before_items.find('\n', p)) != std::string::npos; p = q + 1)
       expect += before_items.substr(p, q - p) + "|NULL\n";
     CHECK(f.rows("SELECT * FROM evaluation_items ORDER BY evaluation_id, item") == expect);
-    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == with_column(before_alerts, "0"));  // and revision 0
+    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") ==
+          with_column(with_column(before_alerts, "0"), "NULL"));  // revision 0, no end
   }
   auto items = s.evals->items("ev-v4-1", std::nullopt);
   REQUIRE(items.size() == 2);
@@ -413,11 +422,13 @@ TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 
     before = f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id");
   }
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 6);
+  CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n");
-    CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") == with_column(before, "0"));
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
+    // revision 0 (v6), no end (v7).
+    CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") ==
+          with_column(with_column(before, "0"), "NULL"));
     // The v1 contract's attrs.revision 2 (1 first) is revision 1 (0 first).
     CHECK(f.rows("SELECT alert_id, revision, incident_id FROM alerts WHERE kind = 'diagnosis'") ==
           "d1a9005e00000001|1|inc-ff6905e0a095d878\n");
@@ -455,5 +466,59 @@ TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 
   REQUIRE(alerts.size() == 1);
   CHECK(alerts[0].alert.revision == 2);
   CHECK(alerts[0].alert.cause == "host_bottleneck");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: version 6 built by today's code is the schema the frozen v6 store was written with") {
+  std::string dir = fresh_dir("schema-v6");
+  std::string built = dir + "/built.db";
+  { store::sqlite::open(built, store::OpenMode::kReadWrite, 6); }
+  CHECK(store::sqlite::schema_version(built) == 6);
+  CHECK(schema_of(built) == schema_of(v6_store(dir)));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: a version-6 store opens at version 7: its alerts are open until a closing revision ends them") {
+  std::string dir = fresh_dir("migrate-v6");
+  std::string db = v6_store(dir);
+  REQUIRE(store::sqlite::schema_version(db) == 6);
+  std::string before;
+  {
+    SqliteFile f(db);
+    before = f.rows("SELECT * FROM alerts ORDER BY alert_id");
+  }
+  store::Store s = store::open_store(url_of(db));
+  CHECK(s.schema_version == 7);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version, description FROM schema_version WHERE version = 7") ==
+          "7|alert ends (alerts.ends_ns)\n");
+    CHECK(f.rows("SELECT * FROM alerts ORDER BY alert_id") == with_column(before, "NULL"));
+  }
+  store::AlertFilter open;
+  open.run_id = "pretrain-4821";
+  open.resolved = false;
+  CHECK(s.graph->alerts(open).size() == 3);
+  // The data_starvation alert's closing revision (revision 2, ends_ns) ends it.
+  store::GraphBatch b;
+  store::StoredAlert a;
+  a.json =
+      R"({"alert_id":"0c0ffee000000002","revision":2,"kind":"data_starvation","severity":"warning","time_ns":1767225887861841318,"ends_ns":1767225897861841318,"run_id":"pretrain-4821","step":130,"rank":2,"node":"gpu-node-0","gpu":2,"summary":"DATA STARVATION: rank 2"})";
+  std::string why;
+  REQUIRE(jsonl::decode_alert(a.json, &a.alert, &why));
+  b.alerts.push_back(a);
+  s.graph->write(b);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT revision, ends_ns FROM alerts WHERE alert_id = '0c0ffee000000002'") ==
+          "2|1767225897861841318\n");
+  }
+  store::AlertFilter resolved = open;
+  resolved.resolved = true;
+  auto ended = s.graph->alerts(resolved);
+  REQUIRE(ended.size() == 1);
+  CHECK(ended[0].alert.alert_id == "0c0ffee000000002");
+  CHECK(ended[0].alert.ends_ns == 1767225897861841318);
+  CHECK(s.graph->alerts(open).size() == 2);
   std::filesystem::remove_all(dir);
 }

@@ -208,6 +208,11 @@ TEST_CASE("GET /v1/alerts filters by run, kind and time, in the alert contract's
   int64_t t = at(alert, "time_ns").integer;
   auto since = api.ok("/v1/alerts?since=" + std::to_string(t + 1));
   for (const auto& x : at(since, "alerts").items) CHECK(at(x, "time_ns").integer > t);
+  // state: open (no end yet) and resolved (its closing revision, ends_ns, arrived) split them all.
+  auto open = api.ok("/v1/alerts?state=open"), resolved = api.ok("/v1/alerts?state=resolved");
+  CHECK(number(open, "count") + number(resolved, "count") == number(all, "count"));
+  for (const auto& x : at(open, "alerts").items) CHECK(x.find("ends_ns") == nullptr);
+  for (const auto& x : at(resolved, "alerts").items) CHECK(x.find("ends_ns") != nullptr);
 }
 
 TEST_CASE("GET /v1/lineage walks model version -> checkpoint -> run -> config, dataset, nodes -> GPUs") {
@@ -275,6 +280,7 @@ TEST_CASE("bad parameters are 400 and unknown ids 404, each with a JSON error") 
       {"/v1/runs/compare?left=lr-a", 400, "missing parameter 'right'"},
       {"/v1/runs/compare?left=lr-a&right=lr-b&tolerance=2", 400, "parameter 'tolerance'"},
       {"/v1/alerts?since=yesterday", 400, "parameter 'since'"},
+      {"/v1/alerts?state=closed", 400, "parameter 'state' must be one of any, open, resolved, got 'closed'"},
       {"/v1/runs/no-such-run", 404, "unknown run 'no-such-run'"},
       {"/v1/runs/no-such-run/ranks", 404, "unknown run"},
       {"/v1/runs/no-such-run/timeline", 404, "unknown run"},
