@@ -33,7 +33,7 @@ struct RunState {
 
 class NanDetect final : public PerRunOperator<NanDetect, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"nan_detect", 1};
+  static constexpr runtime::state::StateType kState{"nan_detect", 2};
   explicit NanDetect(const NanDetectOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {

@@ -42,7 +42,7 @@ double median_of(std::vector<double> v) {
 
 class OomDetect final : public PerRunOperator<OomDetect, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"oom_detect", 2};
+  static constexpr runtime::state::StateType kState{"oom_detect", 3};
   explicit OomDetect(const OomDetectOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {

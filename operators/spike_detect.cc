@@ -68,7 +68,7 @@ struct RunState {
 
 class SpikeDetect final : public PerRunOperator<SpikeDetect, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"spike_detect", 1};
+  static constexpr runtime::state::StateType kState{"spike_detect", 2};
   explicit SpikeDetect(const SpikeDetectOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {
