@@ -29,6 +29,16 @@ constexpr Family kWriterWritten{"runlens_pipeline_writer_batches_written_total",
                                 "Batches a sink's asynchronous writer wrote."};
 constexpr Family kWriterErrors{"runlens_pipeline_writer_errors_total", MetricType::kCounter,
                                "Writes of a sink's asynchronous writer that failed."};
+constexpr Family kDeliveryAccepted{"runlens_alert_delivery_accepted_total", MetricType::kCounter,
+                                   "Alert publications a delivering sink (alertmanager) took in."};
+constexpr Family kDeliveryPosts{"runlens_alert_delivery_posts_total", MetricType::kCounter,
+                                "Posts a delivering sink made that the remote service accepted."};
+constexpr Family kDeliveryPostErrors{"runlens_alert_delivery_post_errors_total", MetricType::kCounter,
+                                     "Posts a delivering sink made that failed (retried with backoff)."};
+constexpr Family kDeliveryDropped{"runlens_alert_delivery_dropped_total", MetricType::kCounter,
+                                  "Alerts a delivering sink dropped from its full queue, by severity (info first)."};
+constexpr Family kDeliveryUndelivered{"runlens_alert_delivery_undelivered_total", MetricType::kCounter,
+                                      "Alerts a delivering sink still held when it stopped (flush_timeout passed)."};
 
 }  // namespace
 
@@ -55,6 +65,17 @@ Snapshot counters_snapshot(const std::vector<runtime::CounterSnapshot>& counters
     add(kLostBatches, l, static_cast<double>(c.lost_batches));
     add(kWriterWritten, l, static_cast<double>(c.writer_written));
     add(kWriterErrors, l, static_cast<double>(c.writer_errors));
+    if (c.type == "alertmanager") {
+      add(kDeliveryAccepted, l, static_cast<double>(c.delivery_accepted));
+      add(kDeliveryPosts, l, static_cast<double>(c.delivery_posts));
+      add(kDeliveryPostErrors, l, static_cast<double>(c.delivery_post_errors));
+      static constexpr const char* kSeverities[] = {"info", "warning", "critical"};
+      for (size_t i = 0; i < c.delivery_dropped.size(); ++i) {
+        add(kDeliveryDropped, label_text({{"component", c.node}, {"type", c.type}, {"severity", kSeverities[i]}}),
+            static_cast<double>(c.delivery_dropped[i]));
+      }
+      add(kDeliveryUndelivered, l, static_cast<double>(c.delivery_undelivered));
+    }
   }
   return s;
 }

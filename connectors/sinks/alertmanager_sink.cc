@@ -430,7 +430,7 @@ class AlertmanagerSink final : public Operator {
  public:
   AlertmanagerSink(const AlertmanagerOptions& o, runtime::NodeCounters* counters)
       : o_(o), delivery_(o, counters ? &counters->delivery : nullptr) {
-    delivery_.start();
+    if (!o_.url.empty()) delivery_.start();  // without a url the sink is inert (routed no rows)
   }
   void process(const Record& r, Emitter&) override {
     switch (r.kind()) {
@@ -448,6 +448,7 @@ class AlertmanagerSink final : public Operator {
     }
   }
   void finish(Emitter&) override {
+    if (o_.url.empty()) return;
     size_t left = delivery_.flush(o_.flush_ns);
     if (left > 0) {
       std::fprintf(stderr, "alertmanager sink: %zu alerts not delivered to %s within %s\n", left, o_.url.c_str(),
@@ -466,9 +467,12 @@ class AlertmanagerSinkDef final : public OperatorDef {
   std::unique_ptr<Operator> open(const runtime::OperatorContext& ctx) const override {
     return std::make_unique<AlertmanagerSink>(o_, ctx.counters);
   }
+  // An empty url turns the sink off (the default pipeline's, unless
+  // RUNLENS_ALERTMANAGER names one): it is routed no rows.
+  uint32_t accepts(uint32_t declared) const override { return o_.url.empty() ? 0 : declared; }
   std::string describe() const override {
-    return "url=" + o_.url + " resend_interval=" + runtime::format_duration(o_.resend_ns) +
-           " queue=" + std::to_string(o_.queue);
+    return "url=" + (o_.url.empty() ? std::string("(none: off)") : o_.url) +
+           " resend_interval=" + runtime::format_duration(o_.resend_ns) + " queue=" + std::to_string(o_.queue);
   }
 
  private:
@@ -494,7 +498,8 @@ void RegisterAlertmanagerSink(Registry& registry) {
   info.params = {
       {.name = "url",
        .type = runtime::ParamType::kString,
-       .doc = "Alertmanager's base URL, e.g. http://127.0.0.1:9093 (a path prefix is kept)."},
+       .doc = "Alertmanager's base URL, e.g. http://127.0.0.1:9093 (a path prefix is kept); empty: the sink is off "
+              "(routed no rows)."},
       {.name = "resend_interval",
        .type = runtime::ParamType::kDuration,
        .default_value = runtime::duration_text(d.resend_ns),
@@ -544,7 +549,7 @@ void RegisterAlertmanagerSink(Registry& registry) {
     AlertmanagerOptions o;
     o.url = ctx.params->get_string("url");
     std::string origin, prefix, why;
-    if (!split_http_url(o.url, &origin, &prefix, &why)) ctx.fail("url", why);
+    if (!o.url.empty() && !split_http_url(o.url, &origin, &prefix, &why)) ctx.fail("url", why);
     o.resend_ns = ctx.params->get_duration_ns("resend_interval");
     o.queue = ctx.params->get_int("queue");
     o.timeout_ns = ctx.params->get_duration_ns("timeout");

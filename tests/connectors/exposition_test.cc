@@ -130,6 +130,32 @@ TEST_CASE("the hub renders the runtime's counters with the sinks' series, and ke
         std::string::npos);
 }
 
+TEST_CASE("an alertmanager sink's delivery counters are exported, drops by severity; other nodes have none") {
+  MetricsHub hub;
+  std::vector<runlens::runtime::CounterSnapshot> counters(2);
+  counters[0].node = "telemetry";
+  counters[0].type = "zmq";
+  counters[1].node = "pager";
+  counters[1].type = "alertmanager";
+  counters[1].delivery_accepted = 12;
+  counters[1].delivery_posts = 4;
+  counters[1].delivery_post_errors = 2;
+  counters[1].delivery_dropped = {3, 1, 0};
+  counters[1].delivery_undelivered = 5;
+  hub.set_counters([&] { return counters; });
+  const std::string text = hub.render();
+  const std::string l = "{component=\"pager\",type=\"alertmanager\"";
+  CHECK(text.find("runlens_alert_delivery_accepted_total" + l + "} 12\n") != std::string::npos);
+  CHECK(text.find("runlens_alert_delivery_posts_total" + l + "} 4\n") != std::string::npos);
+  CHECK(text.find("runlens_alert_delivery_post_errors_total" + l + "} 2\n") != std::string::npos);
+  CHECK(text.find("runlens_alert_delivery_dropped_total" + l + ",severity=\"info\"} 3\n") != std::string::npos);
+  CHECK(text.find("runlens_alert_delivery_dropped_total" + l + ",severity=\"warning\"} 1\n") != std::string::npos);
+  CHECK(text.find("runlens_alert_delivery_dropped_total" + l + ",severity=\"critical\"} 0\n") != std::string::npos);
+  CHECK(text.find("runlens_alert_delivery_undelivered_total" + l + "} 5\n") != std::string::npos);
+  CHECK(text.find("runlens_alert_delivery_posts_total{component=\"telemetry\"") == std::string::npos);
+  CHECK(count_of(text, "# TYPE runlens_alert_delivery_dropped_total counter\n") == 1);
+}
+
 TEST_CASE("GET /metrics answers the hub's text as text/plain version 0.0.4 on a port chosen at run time") {
   auto hub = std::make_shared<MetricsHub>();
   MetricSet set(10);

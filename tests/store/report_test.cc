@@ -100,7 +100,7 @@ TEST_CASE("report: a diagnosis in the store gives the likely cause, owner and re
     d.owner = "training";
     d.summary = "loss diverged after the learning rate rose 20x at step 150";
     d.recommendation = "Inspect the LR scheduler, the checkpoint restore state and the mixed precision configuration.";
-    d.evidence = {{"lr_change", 150, "learning rate x20"}, {"grad_spike", 150, "gradient norm 41x"}};
+    d.evidence = {{"lr_change", 150, "learning rate x20", {}}, {"grad_spike", 150, "gradient norm 41x", {}}};
     store::GraphBatch b;
     store::StoredAlert sa;
     sa.alert = d;
