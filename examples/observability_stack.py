@@ -267,7 +267,7 @@ def check(stack: Stack, deadline: float) -> list:
     poll("Prometheus scrapes node_exporter", lambda: any(r["value"][1] == "1" for r in stack.query('up{job="node"}')))
     poll("PromQL sees the straggler ratio above 1.5",
          lambda: any(float(r["value"][1]) > 1.5
-                     for r in stack.query(f'max_over_time(runlens_job_straggler_ratio{{job_id="stack-demo-job"}}[5m])')))
+                     for r in stack.query('max_over_time(runlens_job_straggler_ratio{job_id="stack-demo-job"}[5m])')))
 
     def straggler(status):
         return [p for p, a in stack.webhook.alerts()

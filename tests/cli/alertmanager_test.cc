@@ -4,8 +4,6 @@
 // annotations, its resolution arrives, and an outage of Alertmanager during
 // the run loses nothing. The shipped routing tree passes amtool check-config.
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <mutex>
 #include <set>
@@ -32,18 +30,7 @@ std::string find_binary(const std::string& name) {
   return "";
 }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  close(fd);
-  return ntohs(a.sin_port);
-}
+using testing::free_port;
 
 // A process started here, stopped by its PID when the test ends, pass or fail.
 struct Process {

@@ -3,11 +3,8 @@
 // (ScrapeMapper: rates, counter resets, the XID gauge), and `runlens run`
 // scraping a dcgm-exporter served by this test from text in dcgm-exporter's
 // format, next to a target that is down and one that serves garbage.
-#include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -349,19 +346,7 @@ TEST_CASE("runlens run scrapes dcgm-exporter: the GPU detectors raise what the s
   httplib::Server mute;
   int slow_port = mute.bind_to_any_port("127.0.0.1");
   REQUIRE(slow_port > 0);
-  int down_port = 0;
-  {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    down_port = ntohs(a.sin_port);
-    close(fd);
-  }
+  const int down_port = testing::free_port();  // nothing listens there
 
   std::string self = "127.0.0.1:" + std::to_string(port);
   write_text(d, "p.yaml",

@@ -8,6 +8,7 @@ missing, so a CI run without the module cannot pass by testing nothing.
 
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -84,6 +85,27 @@ def free_tcp_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def server_binary(name, package):
+    """A server a test starts (Debian's `package`): on PATH, else in /usr/bin; the test fails when it is
+    missing (the README's test command installs it)."""
+    path = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
+    if path is None:
+        pytest.fail(f"{name} is not installed (Debian package {package}; tools/dev test installs it)")
+    return path
+
+
+def stop(proc):
+    """Stops one process a test started, by its PID (SIGINT, then SIGKILL if it lingers)."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

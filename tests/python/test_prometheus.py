@@ -13,8 +13,6 @@ import json
 import math
 import os
 import re
-import shutil
-import signal
 import sqlite3
 import subprocess
 import threading
@@ -24,7 +22,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BUILD_DIR, REPO, free_tcp_port
+from conftest import BUILD_DIR, REPO, free_tcp_port, server_binary, stop
 
 RUNLENS = BUILD_DIR / "runlens"
 CONFIGS = REPO / "configs" / "prometheus"
@@ -33,21 +31,7 @@ S = 1_000_000_000
 
 
 def tool(name):
-    path = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
-    if path is None:
-        pytest.fail(f"{name} is not installed (Debian package prometheus; tools/dev deps installs it)")
-    return path
-
-
-def stop(proc):
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    return server_binary(name, "prometheus")
 
 
 def recording(path):

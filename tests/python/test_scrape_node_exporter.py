@@ -7,8 +7,6 @@ those ranks. Fails, not skips, when node_exporter is missing (CI installs it).""
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import BUILD_DIR, free_tcp_port
+from conftest import BUILD_DIR, free_tcp_port, server_binary, stop
 
 import runlens
 
@@ -25,23 +23,7 @@ NODE = "node-live"
 
 
 def node_exporter_binary():
-    found = shutil.which("prometheus-node-exporter") or (
-        "/usr/bin/prometheus-node-exporter" if os.path.exists("/usr/bin/prometheus-node-exporter") else None)
-    if not found:
-        pytest.fail("prometheus-node-exporter is not installed (tools/dev installs it)")
-    return found
-
-
-def stop(proc):
-    """Stops one process started here, by its PID; SIGKILL if it lingers."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    return server_binary("prometheus-node-exporter", "prometheus-node-exporter")
 
 
 def start_node_exporter(tmp_path):

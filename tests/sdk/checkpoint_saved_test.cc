@@ -18,6 +18,7 @@
 #include "runlens/sdk.h"
 #include "schema/telemetry.capnp.h"
 #include "sdk/src/checkpoint_hasher.h"
+#include "tests/sdk/pull.h"
 
 namespace {
 
@@ -40,12 +41,7 @@ TEST_CASE("file URIs are percent-encoded like pathlib's as_uri") {
 }
 
 TEST_CASE("checkpoint_saved returns at once and the event carries the file's hash") {
-  void* ctx = zmq_ctx_new();
-  void* pull = zmq_socket(ctx, ZMQ_PULL);
-  REQUIRE(zmq_bind(pull, "tcp://127.0.0.1:*") == 0);
-  char endpoint[256];
-  size_t len = sizeof endpoint;
-  zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, endpoint, &len);
+  runlens::testing::Pull pull;
 
   const auto dir = std::filesystem::temp_directory_path() / ("runlens-ck-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
@@ -58,7 +54,7 @@ TEST_CASE("checkpoint_saved returns at once and the event carries the file's has
   const auto hash_time = std::chrono::steady_clock::now() - h0;
 
   runlens::sdk::EmitterOptions o;
-  o.endpoint = endpoint;
+  o.endpoint = pull.endpoint;
   o.run_id = "cxx-ck";
   runlens::sdk::Emitter em(std::move(o));
   const auto t0 = std::chrono::steady_clock::now();
@@ -79,14 +75,8 @@ TEST_CASE("checkpoint_saved returns at once and the event carries the file's has
   bool run_end = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (!run_end && std::chrono::steady_clock::now() < deadline) {
-    zmq_pollitem_t item{pull, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&item, 1, 100) <= 0) continue;
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
-    REQUIRE(zmq_msg_recv(&msg, pull, 0) >= 0);
-    // ZeroMQ's buffer need not be word-aligned: copy it.
-    std::vector<capnp::word> words(zmq_msg_size(&msg) / sizeof(capnp::word));
-    std::memcpy(words.data(), zmq_msg_data(&msg), words.size() * sizeof(capnp::word));
+    std::vector<capnp::word> words;
+    if (!pull.next(words)) continue;
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()));
     for (auto e : reader.getRoot<runlens::wire::Batch>().getEvents()) {
       if (e.isRunEnd()) run_end = true;
@@ -102,7 +92,6 @@ TEST_CASE("checkpoint_saved returns at once and the event carries the file's has
       r.has_sha = !r.sha256.empty();
       got.push_back(r);
     }
-    zmq_msg_close(&msg);
   }
   CHECK(run_end);
   REQUIRE(got.size() == 2);
@@ -117,7 +106,5 @@ TEST_CASE("checkpoint_saved returns at once and the event carries the file's has
   CHECK_FALSE(got[1].ok);
   CHECK_FALSE(got[1].has_sha);
 
-  zmq_close(pull);
-  zmq_ctx_term(ctx);
   std::filesystem::remove_all(dir);
 }

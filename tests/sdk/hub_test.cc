@@ -21,6 +21,7 @@
 
 #include "runlens/sdk.h"
 #include "schema/telemetry.capnp.h"
+#include "tests/sdk/pull.h"
 
 namespace {
 
@@ -28,24 +29,7 @@ using runlens::sdk::Emitter;
 using runlens::sdk::EmitterOptions;
 using runlens::sdk::Step;
 
-struct Pull {
-  Pull() {
-    ctx = zmq_ctx_new();
-    sock = zmq_socket(ctx, ZMQ_PULL);
-    REQUIRE(zmq_bind(sock, "tcp://127.0.0.1:*") == 0);
-    char buf[256];
-    size_t len = sizeof buf;
-    zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, buf, &len);
-    endpoint = buf;
-  }
-  ~Pull() {
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
-  }
-  void* ctx;
-  void* sock;
-  std::string endpoint;
-};
+using runlens::testing::Pull;
 
 // What one producer sent: its batches' seqs, events (by run/rank and kind) and whether its final batch came.
 struct Producer {
@@ -57,19 +41,13 @@ struct Producer {
 };
 
 // Receives batches until `finals` producers have sent their final batch (or `limit`).
-std::map<std::string, Producer> receive(void* pull, size_t finals, std::chrono::seconds limit) {
+std::map<std::string, Producer> receive(Pull& pull, size_t finals, std::chrono::seconds limit) {
   std::map<std::string, Producer> out;
   size_t done = 0;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (done < finals && std::chrono::steady_clock::now() < deadline) {
-    zmq_pollitem_t item{pull, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&item, 1, 100) <= 0) continue;
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
-    REQUIRE(zmq_msg_recv(&msg, pull, 0) >= 0);
-    std::vector<capnp::word> words(zmq_msg_size(&msg) / sizeof(capnp::word));
-    std::memcpy(words.data(), zmq_msg_data(&msg), words.size() * sizeof(capnp::word));
-    zmq_msg_close(&msg);
+    std::vector<capnp::word> words;
+    if (!pull.next(words)) continue;
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()));
     auto b = reader.getRoot<runlens::wire::Batch>();
     Producer& p = out[b.getProducer()];
@@ -138,7 +116,7 @@ TEST_CASE("sdk hub: 64 emitters share one exporter thread and one context, and a
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   for (auto& em : ems) CHECK(em->close(std::chrono::seconds(10)));
-  auto got = receive(pull.sock, 64, std::chrono::seconds(10));
+  auto got = receive(pull, 64, std::chrono::seconds(10));
   REQUIRE(got.size() == 64);
   for (const auto& [id, p] : got) check_complete(p, 20, p.run_starts > 0);
   // Closed: the hub is gone with its threads.
@@ -157,7 +135,7 @@ TEST_CASE(
     CHECK(b->emit(Step{.step = step, .step_ms = 1.0}));
   }
   CHECK(a->close(std::chrono::seconds(5)));
-  auto first = receive(pull.sock, 1, std::chrono::seconds(10));  // a's final, while b lives
+  auto first = receive(pull, 1, std::chrono::seconds(10));  // a's final, while b lives
   bool a_done = false;
   for (const auto& [id, p] : first) {
     if (p.final) {
@@ -168,7 +146,7 @@ TEST_CASE(
   CHECK(a_done);
   CHECK_FALSE(b->stats().closed);
   CHECK(b->close(std::chrono::seconds(5)));
-  auto rest = receive(pull.sock, 1, std::chrono::seconds(10));
+  auto rest = receive(pull, 1, std::chrono::seconds(10));
   size_t finals = 0;
   for (const auto& [id, p] : rest) finals += p.final;
   CHECK(finals == 1);
@@ -176,7 +154,7 @@ TEST_CASE(
   auto c = emitter(pull.endpoint, "hub-order", 0, 3);
   for (int step = 0; step < 3; ++step) CHECK(c->emit(Step{.step = step, .step_ms = 1.0}));
   CHECK(c->close(std::chrono::seconds(5)));
-  auto last = receive(pull.sock, 1, std::chrono::seconds(10));
+  auto last = receive(pull, 1, std::chrono::seconds(10));
   REQUIRE(last.size() == 1);
   check_complete(last.begin()->second, 3, true);
 }
@@ -204,7 +182,7 @@ TEST_CASE("sdk hub: a fork child's emitter gets its own hub; the parent's emitte
   CHECK(WEXITSTATUS(status) == 0);
   CHECK(parent->emit(Step{.step = 1, .step_ms = 1.0}));
   CHECK(parent->close(std::chrono::seconds(5)));
-  auto got = receive(pull.sock, 2, std::chrono::seconds(10));
+  auto got = receive(pull, 2, std::chrono::seconds(10));
   REQUIRE(got.size() == 2);
   std::map<int32_t, Producer> by_rank;
   for (const auto& [id, p] : got) by_rank[p.rank] = p;

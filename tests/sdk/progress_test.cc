@@ -22,8 +22,11 @@
 
 #include "runlens/sdk.h"
 #include "schema/telemetry.capnp.h"
+#include "tests/sdk/pull.h"
 
 namespace {
+
+using runlens::testing::Pull;
 
 struct Got {
   std::string producer;
@@ -34,18 +37,12 @@ struct Got {
 };
 
 // Receives batches until a final one (or `limit`).
-std::vector<Got> receive(void* pull, std::chrono::seconds limit) {
+std::vector<Got> receive(Pull& pull, std::chrono::seconds limit) {
   std::vector<Got> out;
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline && (out.empty() || !out.back().final)) {
-    zmq_pollitem_t item{pull, 0, ZMQ_POLLIN, 0};
-    if (zmq_poll(&item, 1, 100) <= 0) continue;
-    zmq_msg_t msg;
-    zmq_msg_init(&msg);
-    REQUIRE(zmq_msg_recv(&msg, pull, 0) >= 0);
-    std::vector<capnp::word> words(zmq_msg_size(&msg) / sizeof(capnp::word));
-    std::memcpy(words.data(), zmq_msg_data(&msg), words.size() * sizeof(capnp::word));
-    zmq_msg_close(&msg);
+    std::vector<capnp::word> words;
+    if (!pull.next(words)) continue;
     capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()));
     auto b = reader.getRoot<runlens::wire::Batch>();
     Got g;
@@ -58,25 +55,6 @@ std::vector<Got> receive(void* pull, std::chrono::seconds limit) {
   }
   return out;
 }
-
-struct Pull {
-  Pull() {
-    ctx = zmq_ctx_new();
-    sock = zmq_socket(ctx, ZMQ_PULL);
-    REQUIRE(zmq_bind(sock, "tcp://127.0.0.1:*") == 0);
-    char buf[256];
-    size_t len = sizeof buf;
-    zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, buf, &len);
-    endpoint = buf;
-  }
-  ~Pull() {
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
-  }
-  void* ctx;
-  void* sock;
-  std::string endpoint;
-};
 
 }  // namespace
 
@@ -117,7 +95,7 @@ TEST_CASE("sdk progress: producer, seq, a watermark no later event undercuts, an
   for (auto& t : threads) t.join();
   CHECK(em.close(std::chrono::seconds(20)));
   const auto stats = em.stats();
-  auto got = receive(pull.sock, std::chrono::seconds(20));
+  auto got = receive(pull, std::chrono::seconds(20));
   REQUIRE(!got.empty());
   CHECK(got.size() == stats.batches_sent);
   // One producer id, naming the run and rank.
@@ -159,7 +137,7 @@ TEST_CASE("sdk progress: an emitter that sends nothing still says it is done, an
     runlens::sdk::Emitter em(std::move(o));
     const auto before = std::chrono::system_clock::now().time_since_epoch();
     CHECK(em.close(std::chrono::seconds(10)));
-    auto got = receive(pull.sock, std::chrono::seconds(10));
+    auto got = receive(pull, std::chrono::seconds(10));
     REQUIRE(!got.empty());  // heartbeats, if it lived a flush_interval, then the final batch
     CHECK(got.back().final);
     for (size_t k = 0; k < got.size(); ++k) {
@@ -186,8 +164,8 @@ TEST_CASE("sdk progress: an emitter with nothing to send carries its watermark f
   const auto reported = std::chrono::system_clock::now().time_since_epoch();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   // Before close: the emitter's last batch promises past the report without another event.
-  auto got = receive(pull.sock, std::chrono::seconds(1));  // not closed: all that came in a second
-  REQUIRE(got.size() >= 3);                                // (a hello,) the report, then heartbeats
+  auto got = receive(pull, std::chrono::seconds(1));  // not closed: all that came in a second
+  REQUIRE(got.size() >= 3);                           // (a hello,) the report, then heartbeats
   size_t events = 0;
   for (const auto& g : got) events += g.times.size();
   CHECK(events == 1);
@@ -214,7 +192,7 @@ TEST_CASE("sdk progress: a checkpoint being hashed holds the watermark at the ti
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(em.checkpoint_saved(file.string(), 7));
   CHECK(em.close(std::chrono::seconds(20)));
-  auto got = receive(pull.sock, std::chrono::seconds(20));
+  auto got = receive(pull, std::chrono::seconds(20));
   REQUIRE(!got.empty());
   CHECK(got.back().final);
   int64_t max_wm = INT64_MIN;
