@@ -31,11 +31,17 @@ and the CPU the collector and the emitter processes use while the ranks step
 (a share of one core; the machine has two).
 
   PYTHONPATH=build/python /usr/bin/python3 bench/alert_latency.py --ranks 64 1024 --flush-ms 50 10 --repeat 3
+
+--alert-stream-inputs context,nan runs the shipped pipeline with its alert
+stream fed by those nodes only (the symptom alerts without the diagnoses):
+which inputs the stream's publications wait for.
 """
 import argparse
 import json
 import math
 import os
+import pathlib
+import re
 import signal
 import statistics
 import subprocess
@@ -48,6 +54,7 @@ import zmq
 
 from overload_recording import free_port
 
+REPO = pathlib.Path(__file__).resolve().parent.parent
 SLOW_ON, SLOW_OFF = 4, 8
 JOIN_WINDOW_NS = 2_000_000_000  # runtime/executor.h kJoinWindow  # a slow rank's burst: slow steps, then well steps
 
@@ -165,14 +172,32 @@ class CpuShare:
         self.result = {"collector": (b[0] - a[0]) / dt, "emitters": sum(b[1:]) / dt - sum(a[1:]) / dt}
 
 
+def cut_alert_stream(inputs, out):
+    """The shipped pipeline with its alert stream (the zmq_pub sink) fed only by `inputs` (comma-separated),
+    written into `out`: which of its inputs hold its publications back."""
+    text = (REPO / "pipelines" / "training-health.yaml").read_text()
+    cut, n = re.subn(r"(\n  alert_stream:\n    type: zmq_pub\n    inputs: )\[[^\]]*\]", rf"\g<1>[{inputs}]", text)
+    if n != 1:
+        sys.exit("alert_latency: the shipped pipeline has no alert_stream sink to cut")
+    path = os.path.join(out, "pipeline.yaml")
+    with open(path, "w") as f:
+        f.write(cut)
+    return path
+
+
 def one_run(args, ranks, flush_ms, tmp):
     listen, publish = free_port(), free_port()
     out = tempfile.mkdtemp(dir=tmp)
     counters = os.path.join(out, "counters.json")
     env = dict(os.environ)
+    pipeline = []
+    if args.alert_stream_inputs:
+        pipeline = ["--pipeline", cut_alert_stream(args.alert_stream_inputs, out),
+                    "--set", f"RUNLENS_RULES={REPO / 'configs' / 'rules'}"]
     collector = subprocess.Popen(
-        [args.binary, "run", "--out", out, "--quiet", "--counters-json", counters, "--threads", str(args.threads),
-         "--set", f"RUNLENS_LISTEN=tcp://127.0.0.1:{listen}", "--set", f"RUNLENS_PUBLISH=tcp://127.0.0.1:{publish}"],
+        [args.binary, "run", *pipeline, "--out", out, "--quiet", "--counters-json", counters, "--threads",
+         str(args.threads), "--set", f"RUNLENS_LISTEN=tcp://127.0.0.1:{listen}",
+         "--set", f"RUNLENS_PUBLISH=tcp://127.0.0.1:{publish}"],
         env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(out, "run.log"), "w"))
     workers = []
     sub = None
@@ -268,6 +293,8 @@ def main():
     ap.add_argument("--slow", type=int, default=8, help="ranks that straggle in bursts")
     ap.add_argument("--procs", type=int, default=8)
     ap.add_argument("--threads", type=int, default=2, help="`runlens run --threads`")
+    ap.add_argument("--alert-stream-inputs", metavar="A,B",
+                    help="run the shipped pipeline with its alert stream fed only by these nodes (e.g. context,nan)")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     ap.add_argument("--show-slower", type=float, metavar="MS", help="print each straggler alert slower than MS end to end")
     # worker mode

@@ -40,7 +40,6 @@ import pathlib
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,15 +48,10 @@ import time
 import urllib.parse
 import urllib.request
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from runlens_stack import ROOT, free_port  # the eval examples' stack: loopback ports, the tree
+
 DEMO_NODE = "node-local"
 DEMO_RUN = "stack-demo"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server_binary(name: str) -> str:
