@@ -168,8 +168,18 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
   // Related events: the timeline of the window before the failure (and a little after).
   int64_t focus = p.failure_step.value_or(run.step.value_or(0));
   store::StepRange window{std::max<int64_t>(0, focus - o.window), focus + 10};
+  // An alert published again (a revision, docs/alerts.md) is one event: the
+  // first one's place, the latest one's text.
+  std::map<std::string, size_t> by_ref;
   for (const auto& e : s.graph->timeline(run.run_id, window, 100000)) {
     if (e.kind == timeline_kind::kRunStart || (e.kind == timeline_kind::kCheckpoint && e.severity == "info")) continue;
+    if (!e.ref.empty()) {
+      auto [it, fresh] = by_ref.try_emplace(e.kind + '\n' + e.ref, p.related.size());
+      if (!fresh) {
+        p.related[it->second].text = e.summary;
+        continue;
+      }
+    }
     p.related.push_back({e.step, e.kind, e.summary});
   }
   if (p.related.size() > 20) p.related.erase(p.related.begin(), p.related.end() - 20);
@@ -212,11 +222,18 @@ Page build(store::Store& s, const store::RunRow& run, const ReportOptions& o) {
   for (const auto& a : alerts) {
     const Alert& al = a.alert;
     Item item{al.step, al.kind, al.summary};
-    if (al.rank && !al.node.empty() && al.gpu &&
-        al.value) {  // "rank 13 (gpu-node-1 GPU 5) 2.03x" for the summary lines
-      item.text = "rank " + std::to_string(*al.rank) + " (" + al.node.string() + " GPU " + std::to_string(*al.gpu) +
-                  ") " + fmt_num(*al.value, NumberStyle::kShort) +
-                  (al.threshold ? "x (threshold " + fmt_num(*al.threshold, NumberStyle::kShort) + ")" : "");
+    if (al.rank && !al.node.empty() && al.gpu) {
+      // "rank 13 (gpu-node-1 GPU 5) 2.03x (threshold 1.5)" for a straggler, whose value is
+      // a ratio; "rank 13 (gpu-node-1 GPU 5) thermal_throttle at step 110" for the others,
+      // whose values have units of their own (the summary says them).
+      item.text =
+          "rank " + std::to_string(*al.rank) + " (" + al.node.string() + " GPU " + std::to_string(*al.gpu) + ")";
+      if (al.kind == alert_kind::kStraggler && al.value) {
+        item.text += " " + fmt_num(*al.value, NumberStyle::kShort) + "x" +
+                     (al.threshold ? " (threshold " + fmt_num(*al.threshold, NumberStyle::kShort) + ")" : "");
+      } else {
+        item.text += " " + al.kind + (al.step ? " at step " + step_text(*al.step) : "");
+      }
     }
     if (in(al.kind,
            {alert_kind::kXidError, alert_kind::kEccUncorrected, alert_kind::kNvlinkError, alert_kind::kPcieReplay,

@@ -91,7 +91,10 @@ void check_diagnosis(const std::string& name, const std::string& symptom, const 
 }  // namespace
 
 TEST_CASE("golden: every case matches its expected alerts") {
-  for (const char* name : {"straggler", "nan_loss", "rank_missing", "healthy", "bad_input"}) check_case(name);
+  for (const char* name :
+       {"straggler", "nan_loss", "rank_missing", "healthy", "bad_input", "thermal_straggler", "lr_nan"}) {
+    check_case(name);
+  }
 }
 
 // The golden files pin exact bytes; these pin what the bytes must mean, so a
@@ -155,6 +158,54 @@ TEST_CASE("golden: the expected alerts say what the scenario injected") {
   REQUIRE(bad.size() == 1);
   CHECK(bad[0].kind == "nan_loss");
   CHECK(*bad[0].step == 40);
+}
+
+// The spec's two canonical chains, as the demo shows them (examples/demo/README.md).
+TEST_CASE("golden: the canonical chains are diagnosed end to end") {
+  auto diagnoses_of = [](const std::string& name) {
+    std::vector<Alert> out;
+    for (const auto& line : lines_of(read_file(kGolden + name + "/expected_alerts.jsonl"))) {
+      Alert a;
+      std::string why;
+      REQUIRE_MESSAGE(jsonl::decode_alert(line, &a, &why), why);
+      if (a.kind == "diagnosis") out.push_back(a);
+    }
+    return out;
+  };
+  // Section 26: rank -> node -> GPU -> temperature up -> clock down -> thermal throttle.
+  check_diagnosis("thermal_straggler", "straggler", "hardware_throttle", "infrastructure", 30);
+  auto thermal = parse_alerts(read_file(kGolden + "thermal_straggler/expected_alerts.jsonl"));
+  auto throttle =
+      std::find_if(thermal.begin(), thermal.end(), [](const Alert& a) { return a.kind == "thermal_throttle"; });
+  REQUIRE(throttle != thermal.end());
+  CHECK(*throttle->rank == 5);
+  CHECK(throttle->node.str() == "gpu-node-1");
+  CHECK(*throttle->gpu == 1);
+  auto d = diagnoses_of("thermal_straggler").back();
+  CHECK(d.summary.find("thermally throttled") != std::string::npos);
+  CHECK(d.summary.find("990 MHz against 1980 MHz") != std::string::npos);
+
+  // Sections 10 and 24-25: the LR jumps, the gradient norm and the loss spike, the loss goes NaN.
+  auto lr = parse_alerts(read_file(kGolden + "lr_nan/expected_alerts.jsonl"));
+  std::vector<std::string> kinds;
+  for (const auto& a : lr) kinds.push_back(a.kind);
+  CHECK(kinds == std::vector<std::string>{"grad_spike", "loss_spike", "nan_loss"});
+  CHECK(*lr[0].step == 30);
+  CHECK(*lr[1].step == 30);
+  CHECK(*lr[2].step == 40);
+  auto chain = diagnoses_of("lr_nan");
+  REQUIRE(chain.size() == 3);  // with the first spike, then as each symptom adds to it
+  for (size_t i = 0; i < chain.size(); ++i) {
+    CAPTURE(i);
+    CHECK(chain[i].alert_id == chain[0].alert_id);
+    CHECK(chain[i].revision == static_cast<int32_t>(i));
+    CHECK(chain[i].cause == "config_change");
+    CHECK(chain[i].owner == "training");
+  }
+  CHECK(chain[0].time_ns == lr[0].time_ns);
+  CHECK(chain.back().symptom == "nan_loss");
+  CHECK(*chain.back().step == 40);
+  CHECK(chain.back().summary.find("after the learning rate changed") != std::string::npos);
 }
 
 TEST_CASE("golden: every class of bad input is dead-lettered with its line and reason") {

@@ -144,6 +144,30 @@ TEST_CASE("report: a straggler run is an incident, with the straggler in the inf
   CHECK_FALSE(report::failure_page({url_of(scenarios().db), "no-such-run"}));
 }
 
+// The golden thermal case through the shipped pipeline: its diagnosis is
+// published three times (revisions), the page lists it once, and the GPU's
+// alert is named by its kind (its value is a temperature, not a ratio).
+TEST_CASE("report: revisions are one related event; a GPU alert is named by its kind") {
+  std::string dir = fresh_dir("report-thermal");
+  auto r = sh("replay " RUNLENS_SOURCE_DIR "/tests/golden/thermal_straggler/input.jsonl --out " + dir);
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  auto page = report::failure_page({url_of(dir + "/runlens.db"), "golden-thermal"});
+  REQUIRE(page);
+  CHECK(has(*page, "GPU errors     rank 5 (gpu-node-1 GPU 1) thermal_throttle at step "));
+  CHECK(has(*page, "Stragglers     rank 5 (gpu-node-1 GPU 1) 2.04x (threshold 1.5)"));
+  auto v = parse_json(*report::failure_page({url_of(dir + "/runlens.db"), "golden-thermal", true}));
+  int diagnoses = 0;
+  std::string last;
+  for (const auto& e : v.find("relatedEvents")->items) {
+    if (e.find("kind")->text != "diagnosis") continue;
+    ++diagnoses;
+    last = e.find("summary")->text;
+  }
+  CHECK(diagnoses == 1);
+  CHECK(has(last, "thermally throttled"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("report and serve on the command line: exit codes and formats") {
   const std::string url = url_of(scenarios().db);
   auto text = sh("report --store " + url + " --run diverge");
