@@ -255,9 +255,11 @@ class Browser:
         expression, the page's text and its errors."""
         deadline = time.monotonic() + timeout
         last_error = None
+        # An element is truthy (by value it would be {}).
+        probe = f"(() => {{ const v = ({js}); return v instanceof Node ? true : v; }})()"
         while True:
             try:
-                v = self.eval(js)
+                v = self.eval(probe)
                 if v:
                     return v
             except BrowserError as e:
