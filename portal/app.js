@@ -561,6 +561,8 @@ async function navigate() {
   old.replaceWith(root);
   const body = document.body;
   body.dataset.state = 'loading';
+  // The hash this state is of (tests wait for state 'ready' of the current hash).
+  body.dataset.hash = location.hash;
   const loading = document.getElementById('loading');
   loading.hidden = false;
   if (!found) {

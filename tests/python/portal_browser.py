@@ -291,9 +291,11 @@ class Browser:
         self.wait_ready(timeout)
 
     def wait_ready(self, timeout=15.0):
-        """Waits until the portal's current page rendered (or failed: data-state error)."""
+        """Waits until the portal rendered the page of the current hash (or
+        failed: data-state error); the app says which hash in data-hash."""
         return self.wait(
             "document.readyState === 'complete' && document.body && "
+            "document.body.dataset.hash === location.hash && "
             "['ready', 'error'].includes(document.body.dataset.state) && document.body.dataset.state",
             timeout,
         )
