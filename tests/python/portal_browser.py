@@ -290,6 +290,11 @@ class Browser:
                 raise BrowserError(f"cannot open {url}: {r['errorText']}")
         self.wait_ready(timeout)
 
+    def blank(self):
+        """Leaves the page (about:blank): no more polling of a server a test stops."""
+        self.send("Page.navigate", url="about:blank")
+        self.wait("location.href === 'about:blank' && document.readyState === 'complete'")
+
     def wait_ready(self, timeout=15.0):
         """Waits until the portal rendered the page of the current hash (or
         failed: data-state error); the app says which hash in data-hash."""
