@@ -306,7 +306,7 @@ function markerElements(markers) {
 
 // A plot of series over steps with the portal's conventions:
 //   timeSeries(container, {title, x: steps, series: [{label, values, color?}],
-//     markers: [{step, label, severity}], onZoom(from, to), sync = 'steps', height = 180})
+//     markers: [{step, label, severity}], onZoom(from, to), sync = 'steps', height = 180, log = false})
 // Plots of one sync key share the cursor (uPlot.sync) and so the step under it;
 // the legend shows the values under the cursor; markers are vertical lines
 // drawn on the canvas with their labels as DOM elements (data-testid
@@ -315,9 +315,10 @@ function markerElements(markers) {
 // Returns {figure, plot, update({x, series, markers})}: update() replaces the
 // data in place (live pages), keeping the cursor and the zoom.
 export function timeSeries(container, opts) {
-  const { title, onZoom = null, sync = 'steps', height = 180 } = opts;
+  const { title, onZoom = null, sync = 'steps', height = 180, log = false } = opts;
   let x = opts.x || [];
   let series = opts.series || [];
+  const plotted = (d) => (log ? d.map((col, i) => (i === 0 ? col : col.map((v) => (v !== null && v > 0 ? v : null)))) : d);
   let { data, markers } = prepare(x, series, opts.markers);
 
   const id = slug(title);
@@ -377,10 +378,11 @@ export function timeSeries(container, opts) {
         drag: { x: true, y: false, setScale: !onZoom },
       },
       legend: { live: true },
-      scales: { x: { time: false } },
+      // log: a logarithmic y axis (loss, gradient norm: a spike does not flatten the rest).
+      scales: log ? { x: { time: false }, y: { distr: 3 } } : { x: { time: false } },
       axes: [
         { label: 'step', stroke: '#333', grid: { stroke: '#e4e4e4' } },
-        { stroke: '#333', grid: { stroke: '#e4e4e4' }, size: 64, values: (u, vals) => vals.map((v) => fmt.num(v, 3)) },
+        { stroke: '#333', grid: { stroke: '#e4e4e4' }, size: 64, values: (u, vals) => vals.map((v) => (v === null || v === undefined ? '' : fmt.num(v, 3))) },
       ],
       series: [
         { label: 'step', value: (u, v) => (v === null || v === undefined ? '—' : fmt.int(v)) },
@@ -406,7 +408,7 @@ export function timeSeries(container, opts) {
         ],
       },
     },
-    data,
+    plotted(data),
     plotBox,
   );
   plot.over.append(markerLayer);
@@ -430,7 +432,7 @@ export function timeSeries(container, opts) {
     const fresh = table();
     numbers.replaceWith(fresh);
     numbers = fresh;
-    plot.setData(data, true);
+    plot.setData(plotted(data), true);
   };
   return { figure, plot, update };
 }

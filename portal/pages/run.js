@@ -256,9 +256,9 @@ function plotSpecs(steps) {
   const x = steps.map((s) => s.step);
   const col = (k) => steps.map((s) => s[k]);
   return [
-    { title: 'Loss', series: [{ label: 'loss', values: col('loss') }] },
+    { title: 'Loss', log: true, series: [{ label: 'loss', values: col('loss') }] },
     { title: 'Validation loss', series: [{ label: 'validation loss', values: col('valLoss') }] },
-    { title: 'Gradient norm', series: [{ label: 'gradient norm', values: col('gradNorm') }] },
+    { title: 'Gradient norm', log: true, series: [{ label: 'gradient norm', values: col('gradNorm') }] },
     { title: 'Learning rate', series: [{ label: 'learning rate', values: col('learningRate') }] },
     {
       title: 'Step time',
