@@ -5,9 +5,10 @@
 // from/to, fetched again for that range); a running run refreshes every 2 s.
 import { api, el, fmt, hashOf, link, num, runHref, setQuery, statusBadge, timeSeries } from '../app.js';
 
-// The most step rows one page asks for (all of a run of 100k steps; the
-// server-side buckets of maxPoints replace this when /steps takes it).
-const MAX_ROWS = 100000;
+// The most rows a plot asks for: /steps buckets consecutive steps beyond it
+// (maxPoints; a non-finite loss survives its bucket), so a zoom to a short
+// range is at full resolution and a long run stays a few thousand points.
+const MAX_POINTS = 2000;
 
 const BREAKDOWN = [
   { key: 'forward', label: 'forward', color: '#1f5fbf' },
@@ -26,7 +27,7 @@ function range(query) {
 async function load(runId, query) {
   const id = encodeURIComponent(runId);
   const { from, to } = range(query);
-  const steps = new URLSearchParams({ limit: String(MAX_ROWS) });
+  const steps = new URLSearchParams({ maxPoints: String(MAX_POINTS) });
   const span = new URLSearchParams();
   if (from !== null) span.set('fromStep', String(from));
   if (to !== null) span.set('toStep', String(to));

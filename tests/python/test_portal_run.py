@@ -28,7 +28,10 @@ def test_the_nan_step_is_marked_on_the_loss_plot(portal, browser):
     assert browser.text("[data-testid=progress-step]").startswith("Step\n300")
     assert browser.text("[data-testid=throughput-per-gpu]").splitlines()[2] == "64 GPUs"
     assert "MFU" in browser.text("[data-testid=throughput-mfu]")
-    assert browser.count("[data-testid=breakdown] tr[data-part=comm]") == 1
+    # The ranks report forward, backward, optimizer, communication and data (breakdownMs).
+    parts = browser.eval("[...document.querySelectorAll('[data-testid=breakdown] tr[data-part]')].map(r => r.dataset.part)")
+    assert parts == ["forward", "backward", "optimizer", "comm", "dataWait"]
+    assert browser.text("[data-testid=breakdown] p.muted").startswith("reported by the ranks")
     assert browser.count("[data-testid=gpu-row]") == 64
     browser.screenshot("run-lr-nan")
 
