@@ -238,7 +238,7 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
   Symbol run = Symbol::intern(o.run_id);
   int32_t nodes = (o.ranks + o.gpus_per_node - 1) / o.gpus_per_node;
   std::vector<Symbol> node_names;
-  for (int32_t n = 0; n < nodes; ++n) node_names.push_back(Symbol::intern("gpu-node-" + std::to_string(n)));
+  for (int32_t n = 0; n < nodes; ++n) node_names.push_back(Symbol::intern(o.node_prefix + std::to_string(n)));
 
   std::vector<Record> out;
   int64_t t = o.start_ns;
