@@ -444,7 +444,8 @@ std::string render_json(const Page& p) {
 
 std::optional<std::string> failure_page(const ReportOptions& o) {
   // Read-write so that an older store is migrated first (reading takes no write lock).
-  store::Store s = store::open_store(o.store_url);
+  store::Store s =
+      store::open_store(o.store_url, {o.read_only ? store::OpenMode::kReadOnly : store::OpenMode::kReadWrite});
   auto run = s.graph->run(o.run_id);
   if (!run) return std::nullopt;
   Page p = build(s, *run, o);

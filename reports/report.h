@@ -13,8 +13,9 @@ namespace runlens::report {
 struct ReportOptions {
   std::string store_url;  // store/store.h: open_store()
   std::string run_id;
-  bool json = false;     // --format json
-  int64_t window = 100;  // steps before the failure searched for related events
+  bool json = false;       // --format json
+  int64_t window = 100;    // steps before the failure searched for related events
+  bool read_only = false;  // open the store read-only (the API server's GET /v1/runs/{runId}/report)
 };
 
 // The page as text or JSON; nullopt when the store has no such run. Throws store::StoreError.

@@ -18,12 +18,7 @@ std::string get_ranks(const Call& call) {
   auto s = call.open();
   store::RunRow r = run_or_404(s, call.match(1));
   auto rows = s.metrics->rank_summaries(r.run_id, range);
-  std::vector<double> work;
-  for (const auto& x : rows) work.push_back(x.work_ms_mean);
-  std::sort(work.begin(), work.end());
-  double median = work.empty()      ? 0
-                  : work.size() % 2 ? work[work.size() / 2]
-                                    : (work[work.size() / 2 - 1] + work[work.size() / 2]) / 2;
+  double median = median_work(rows);
   auto key = [&](const store::RankSummary& x) -> double {
     if (sort == "ratio" || sort == "step_time") return x.work_ms_mean;
     if (sort == "data_wait") return x.data_wait_ms_mean.value_or(-1);
@@ -40,19 +35,7 @@ std::string get_ranks(const Call& call) {
   std::string out;
   json::Writer w(&out);
   w.begin_array();
-  for (const auto& x : rows) {
-    w.begin_object().key("rank").integer(x.rank);
-    opt_str(w, "node", x.node);
-    opt_int(w, "gpu", x.gpu >= 0 ? std::optional<int64_t>(x.gpu) : std::nullopt);
-    w.key("stepTimeMs").num(std::round(x.work_ms_mean * 10) / 10);
-    w.key("ratioToMedian").num(median > 0 ? std::round(x.work_ms_mean / median * 1000) / 1000 : 0);
-    w.key("maxStepTimeMs").num(std::round(x.work_ms_max * 10) / 10);
-    w.key("wallStepMs").num(std::round(x.step_ms_mean * 10) / 10);
-    opt_num(w, "commMs", x.comm_ms_mean ? std::optional<double>(std::round(*x.comm_ms_mean * 10) / 10) : std::nullopt);
-    opt_num(w, "dataWaitMs",
-            x.data_wait_ms_mean ? std::optional<double>(std::round(*x.data_wait_ms_mean * 10) / 10) : std::nullopt);
-    w.key("steps").integer(x.steps).key("slowestSteps").integer(x.slowest_count).end_object();
-  }
+  for (const auto& x : rows) rank_row(w, x, median);
   w.end_array();
   return out;
 }

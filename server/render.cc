@@ -1,6 +1,7 @@
 #include "server/render.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "formats/json_reader.h"
 
@@ -98,6 +99,29 @@ void run_summary(json::Writer& w, const store::RunRow& r) {
   w.key("worldSize").integer(r.world_size);
   w.key("startTimeNs").integer(r.started_ns);
   opt_int(w, "endTimeNs", r.ended_ns);
+}
+
+double median_work(const std::vector<store::RankSummary>& rows) {
+  std::vector<double> work;
+  for (const auto& x : rows) work.push_back(x.work_ms_mean);
+  std::sort(work.begin(), work.end());
+  return work.empty()      ? 0
+         : work.size() % 2 ? work[work.size() / 2]
+                           : (work[work.size() / 2 - 1] + work[work.size() / 2]) / 2;
+}
+
+void rank_row(json::Writer& w, const store::RankSummary& x, double median) {
+  w.begin_object().key("rank").integer(x.rank);
+  opt_str(w, "node", x.node);
+  opt_int(w, "gpu", x.gpu >= 0 ? std::optional<int64_t>(x.gpu) : std::nullopt);
+  w.key("stepTimeMs").num(std::round(x.work_ms_mean * 10) / 10);
+  w.key("ratioToMedian").num(median > 0 ? std::round(x.work_ms_mean / median * 1000) / 1000 : 0);
+  w.key("maxStepTimeMs").num(std::round(x.work_ms_max * 10) / 10);
+  w.key("wallStepMs").num(std::round(x.step_ms_mean * 10) / 10);
+  opt_num(w, "commMs", x.comm_ms_mean ? std::optional<double>(std::round(*x.comm_ms_mean * 10) / 10) : std::nullopt);
+  opt_num(w, "dataWaitMs",
+          x.data_wait_ms_mean ? std::optional<double>(std::round(*x.data_wait_ms_mean * 10) / 10) : std::nullopt);
+  w.key("steps").integer(x.steps).key("slowestSteps").integer(x.slowest_count).end_object();
 }
 
 void timeline_entry(json::Writer& w, const store::TimelineEntry& e) {

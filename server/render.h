@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "formats/json_writer.h"
 #include "store/store.h"
@@ -20,6 +21,10 @@ void raw_object(json::Writer& w, const char* key, const std::string& text);
 
 // A run's identity and state (the members of GET /v1/runs' entries).
 void run_summary(json::Writer& w, const store::RunRow& r);
+// The median over ranks of their mean work time (0 when none).
+double median_work(const std::vector<store::RankSummary>& rows);
+// One rank's summary, as an object (GET /v1/runs/{runId}/ranks' entries).
+void rank_row(json::Writer& w, const store::RankSummary& x, double median);
 // One timeline entry, as an object.
 void timeline_entry(json::Writer& w, const store::TimelineEntry& e);
 

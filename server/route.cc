@@ -62,6 +62,8 @@ store::StepRange Args::steps() const {
   return r;
 }
 
+std::optional<int64_t> time_ns(const Args& a, const char* name) { return a.integer(name, 0, INT64_MAX); }
+
 store::Store Call::open() const {
   try {
     return store::open_store(store_url_, {store::OpenMode::kReadOnly});

@@ -41,6 +41,7 @@ class Call {
   Args args(std::initializer_list<const char*> allowed) const { return Args(request_.params, allowed); }
   // The store, read-only; 503 when it cannot be opened.
   store::Store open() const;
+  const std::string& store_url() const { return store_url_; }
 
  private:
   const HttpRequest& request_;
@@ -61,5 +62,13 @@ std::string get_steps(const Call& call);     // server/steps.cc
 std::string get_alerts(const Call& call);    // server/alerts.cc
 std::string get_compare(const Call& call);   // server/compare.cc
 std::string get_lineage(const Call& call);   // server/lineage.cc
+std::string get_report(const Call& call);    // server/report.cc
+std::string get_heatmap(const Call& call);   // server/heatmap.cc
+std::string get_rank(const Call& call);      // server/rank_detail.cc
+std::string get_gpus(const Call& call);      // server/gpus.cc
+std::string get_search(const Call& call);    // server/search.cc
+
+// Integer parameter `name` given in nanoseconds (since, until), or nullopt.
+std::optional<int64_t> time_ns(const Args& a, const char* name);
 
 }  // namespace runlens::api

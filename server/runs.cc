@@ -8,20 +8,36 @@
 namespace runlens::api {
 
 std::string get_runs(const Call& call) {
-  Args a = call.args({"experiment", "model", "status", "limit"});
+  Args a = call.args({"experiment", "model", "status", "limit", "since", "until", "q"});
   store::RunFilter f;
   f.experiment_id = a.text("experiment").value_or("");
   f.model_id = a.text("model").value_or("");
   f.status = a.choice("status", "", {"running", "completed", "failed", "aborted"});
   f.limit = a.integer("limit", 1, 10000).value_or(100);
+  f.since_ns = time_ns(a, "since");
+  f.until_ns = time_ns(a, "until");
+  if (f.since_ns && f.until_ns && *f.since_ns > *f.until_ns) throw HttpError{400, "since is after until"};
+  f.text = a.text("q").value_or("");
+  if (f.text.size() > 200) throw HttpError{400, "parameter 'q' is longer than 200 characters"};
   auto s = call.open();
+  // Two queries whatever the number of runs: the runs, then their incident counts.
   auto rows = s.graph->runs(f);
+  std::vector<std::string> ids;
+  for (const auto& r : rows) ids.push_back(r.run_id);
+  auto counts = s.graph->incident_counts(ids);
   std::string out;
   json::Writer w(&out);
   w.begin_object().key("runs").begin_array();
   for (const auto& r : rows) {
     w.begin_object();
     run_summary(w, r);
+    opt_num(w, "loss", r.loss);
+    opt_num(w, "mfu", r.mfu);
+    opt_num(w, "tokensPerSecond", r.tokens_per_s);
+    auto c = counts.find(r.run_id);
+    w.key("incidents").integer(c == counts.end() ? 0 : c->second.incidents);
+    w.key("openIncidents").integer(c == counts.end() ? 0 : c->second.open);
+    w.key("gpus").integer(r.world_size);
     w.end_object();
   }
   w.end_array().key("count").integer(static_cast<int64_t>(rows.size())).end_object();

@@ -56,6 +56,11 @@ std::vector<Route> route_table() {
       {"GET", std::regex(R"(/v1/runs/([^/]+)/ranks)"), get_ranks, nullptr},
       {"GET", std::regex(R"(/v1/runs/([^/]+)/timeline)"), get_timeline, nullptr},
       {"GET", std::regex(R"(/v1/runs/([^/]+)/steps)"), get_steps, nullptr},
+      {"GET", std::regex(R"(/v1/runs/([^/]+)/report)"), get_report, nullptr},
+      {"GET", std::regex(R"(/v1/runs/([^/]+)/heatmap)"), get_heatmap, nullptr},
+      {"GET", std::regex(R"(/v1/runs/([^/]+)/ranks/([^/]+))"), get_rank, nullptr},
+      {"GET", std::regex(R"(/v1/runs/([^/]+)/gpus)"), get_gpus, nullptr},
+      {"GET", std::regex("/v1/search"), get_search, nullptr},
       {"GET", std::regex("/v1/alerts"), get_alerts, nullptr},
       // ids may hold '/' (checkpoint ids do), sent as %2F
       {"GET", std::regex(R"(/v1/lineage/(.+))"), get_lineage, nullptr},

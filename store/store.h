@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -234,7 +235,15 @@ struct StepRange {
 
 struct RunFilter {
   std::string experiment_id, model_id, status;  // empty: any
+  std::optional<int64_t> since_ns, until_ns;    // started_ns within [since_ns, until_ns]
+  std::string text;                             // a substring of run, job, experiment or model id (empty: any)
+  std::string run_id_prefix;                    // run ids starting with it (empty: any)
   int64_t limit = 100;
+};
+
+// Incidents of a run, and how many of them are open: none of their alerts carries an end (ends_ns).
+struct IncidentCounts {
+  int64_t incidents = 0, open = 0;
 };
 
 struct AlertFilter {
@@ -261,6 +270,22 @@ struct RankSummary {
   double work_ms_mean = 0, work_ms_max = 0, step_ms_mean = 0, ratio_mean = 0;
   std::optional<double> comm_ms_mean, data_wait_ms_mean;
   int64_t slowest_count = 0;
+};
+
+// What the heatmap reads of a rank window (RankWindowRow's first_step,
+// last_step, rank, steps and ratio_sum only).
+struct RankWindowRatio {
+  int64_t first_step = 0, last_step = 0;
+  int32_t rank = 0;
+  int64_t steps = 0;
+  double ratio_sum = 0;
+};
+
+// The ratios to the median of one stored step's ranks (a rank step block).
+struct RankStepRatios {
+  int64_t step = 0;
+  std::string kept_for;                           // "failure" | "recent"
+  std::vector<std::pair<int32_t, double>> ranks;  // (rank, ratio_to_median)
 };
 
 struct GpuSummary {
@@ -294,6 +319,8 @@ class RunGraph {
   virtual std::vector<StepRow> steps(const std::string& run_id, StepRange range, int64_t limit) = 0;
   virtual std::vector<StoredAlert> alerts(const AlertFilter& filter) = 0;
   virtual std::vector<IncidentRow> incidents(const std::string& run_id) = 0;
+  // Per run id (runs without incidents are left out), in one query.
+  virtual std::map<std::string, IncidentCounts> incident_counts(const std::vector<std::string>& run_ids) = 0;
   // Every entity the identifier names, each with what it leads to; empty when none.
   virtual std::vector<LineageNode> lineage(const std::string& id) = 0;
 };
@@ -306,12 +333,26 @@ class MetricRows {
   // Per rank over the windows that overlap `range` (the whole run when open).
   virtual std::vector<RankSummary> rank_summaries(const std::string& run_id, StepRange range) = 0;
   virtual std::vector<RankStepRow> rank_steps(const std::string& run_id, StepRange range, int64_t limit) = 0;
+  // One rank's full-resolution rows (node left empty), by step.
+  virtual std::vector<RankStepRow> rank_steps_of(const std::string& run_id, int32_t rank, StepRange range) = 0;
+  // The windows that overlap `range`: of every rank (ratios only), or whole rows of one rank, by first step.
+  virtual std::vector<RankWindowRatio> rank_window_ratios(const std::string& run_id, StepRange range) = 0;
+  virtual std::vector<RankWindowRow> rank_windows_of(const std::string& run_id, int32_t rank, StepRange range) = 0;
+  // Every stored rank step block in `range` kept for `kept_for` (any when empty), ratios only, by step.
+  virtual std::vector<RankStepRatios> rank_step_ratios(const std::string& run_id, StepRange range,
+                                                       const std::string& kept_for) = 0;
   // Full-resolution GPU rows of these nodes (all when empty) within [from_ns, to_ns].
   virtual std::vector<GpuSampleRow> gpu_samples(const std::vector<std::string>& nodes, int64_t from_ns,
                                                 int64_t to_ns) = 0;
   // The rollup rows of one tier for these nodes (all when empty) with buckets in [from_ns, to_ns].
   virtual std::vector<GpuRollupRow> gpu_rollups(const std::vector<std::string>& nodes, int64_t resolution_ns,
                                                 int64_t from_ns, int64_t to_ns) = 0;
+  // The node rollup rows of one tier for these nodes (all when empty) with buckets in [from_ns, to_ns].
+  // Of the Aggs, cpu_pct carries mean and max, mem_used_bytes max, net and disk means (what is stored).
+  virtual std::vector<NodeRollupRow> node_rollups(const std::vector<std::string>& nodes, int64_t resolution_ns,
+                                                  int64_t from_ns, int64_t to_ns) = 0;
+  // The resolutions of the rollup tiers held (GPU rollups), finest first.
+  virtual std::vector<int64_t> rollup_resolutions() = 0;
   // Over the finest rollup tier, for these (node, gpu) pairs and event times.
   virtual GpuSummary gpu_summary(const std::vector<std::pair<std::string, int32_t>>& gpus, int64_t from_ns,
                                  int64_t to_ns) = 0;

@@ -630,9 +630,24 @@ class SqliteRunGraph final : public RunGraph {
   std::vector<RunRow> runs(const RunFilter& f) override {
     static const std::string sql = std::string("SELECT ") + kRunColumns +
                                    " FROM runs WHERE (?1 = '' OR experiment_id = ?1) AND (?2 = '' OR model_id = ?2) "
-                                   "AND (?3 = '' OR status = ?3) ORDER BY started_ns DESC, run_id LIMIT ?4";
+                                   "AND (?3 = '' OR status = ?3) AND (?5 IS NULL OR started_ns >= ?5) "
+                                   "AND (?6 IS NULL OR started_ns <= ?6) AND (?7 = '' OR instr(lower(run_id), ?7) "
+                                   "OR instr(lower(coalesce(job_id, '')), ?7) "
+                                   "OR instr(lower(coalesce(experiment_id, '')), ?7) "
+                                   "OR instr(lower(coalesce(model_id, '')), ?7)) "
+                                   "AND (?8 = '' OR substr(run_id, 1, length(?8)) = ?8) "
+                                   "ORDER BY started_ns DESC, run_id LIMIT ?4";
+    std::string text = f.text;
+    std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
     Query q(*db_, sql.c_str());
-    q.arg(f.experiment_id).arg(f.model_id).arg(f.status).arg(f.limit);
+    q.arg(f.experiment_id)
+        .arg(f.model_id)
+        .arg(f.status)
+        .arg(f.limit)
+        .opt(f.since_ns)
+        .opt(f.until_ns)
+        .arg(text)
+        .arg(f.run_id_prefix);
     std::vector<RunRow> out;
     while (q.next()) out.push_back(read_run(q));
     return out;
@@ -777,6 +792,24 @@ class SqliteRunGraph final : public RunGraph {
     q.arg(run_id);
     std::vector<IncidentRow> out;
     while (q.next()) out.push_back(read_incident(q));
+    return out;
+  }
+
+  std::map<std::string, IncidentCounts> incident_counts(const std::vector<std::string>& run_ids) override {
+    std::string ids;
+    json::Writer w(&ids);
+    w.begin_array();
+    for (const auto& id : run_ids) w.str(id);
+    w.end_array();
+    // One query for all the runs: incidents by run (incidents_by_run), each
+    // looked up among its run's alerts (alerts_by_run) for an end.
+    Query q(*db_,
+            "SELECT i.run_id, count(*), sum(NOT EXISTS (SELECT 1 FROM alerts a WHERE a.run_id = i.run_id "
+            "AND a.incident_id = i.incident_id AND a.ends_ns IS NOT NULL)) FROM incidents i "
+            "WHERE i.run_id IN (SELECT value FROM json_each(?1)) GROUP BY i.run_id");
+    q.arg(ids);
+    std::map<std::string, IncidentCounts> out;
+    while (q.next()) out[q.text(0)] = IncidentCounts{q.i64(1), q.i64(2)};
     return out;
   }
 
@@ -1396,6 +1429,174 @@ class SqliteMetricRows final : public MetricRows {
         if (auto it = nodes.find(r.rank); it != nodes.end()) r.node = it->second;
         out.push_back(std::move(r));
       }
+    }
+    return out;
+  }
+
+  std::vector<RankStepRow> rank_steps_of(const std::string& run_id, int32_t rank, StepRange range) override {
+    Query q(*db_,
+            "SELECT step, time_ns, kept_for, ranks, data FROM rank_step_blocks WHERE run_id = ?1 "
+            "AND (?2 IS NULL OR step >= ?2) AND (?3 IS NULL OR step <= ?3) ORDER BY step");
+    q.arg(run_id).opt(range.from).opt(range.to);
+    std::vector<RankStepRow> out;
+    while (q.next()) {
+      std::string_view data = q.blob(4);
+      int64_t n = q.i64(3);
+      if (n < 0 || data.size() != static_cast<size_t>(n) * kRankRecord)
+        throw StoreError("store " + db_->path() + ": corrupt rank block");
+      for (int64_t i = 0; i < n; ++i) {
+        const char* p = data.data() + i * static_cast<int64_t>(kRankRecord);
+        int32_t r = 0;
+        std::memcpy(&r, p, sizeof r);
+        if (r != rank) continue;
+        RankStepRow row = unpack_rank(p);
+        row.run_id = run_id;
+        row.step = q.i64(0);
+        row.time_ns = q.i64(1);
+        row.kept_for = q.text(2);
+        out.push_back(std::move(row));
+        break;
+      }
+    }
+    return out;
+  }
+
+  std::vector<RankWindowRatio> rank_window_ratios(const std::string& run_id, StepRange range) override {
+    Query q(*db_,
+            "SELECT first_step, last_step, rank, steps, ratio_sum FROM rank_windows WHERE run_id = ?1 "
+            "AND (?2 IS NULL OR last_step >= ?2) AND (?3 IS NULL OR first_step <= ?3) ORDER BY first_step, rank");
+    q.arg(run_id).opt(range.from).opt(range.to);
+    std::vector<RankWindowRatio> out;
+    while (q.next()) {
+      out.push_back({q.i64(0), q.i64(1), static_cast<int32_t>(q.i64(2)), q.i64(3), q.f64(4)});
+    }
+    return out;
+  }
+
+  std::vector<RankWindowRow> rank_windows_of(const std::string& run_id, int32_t rank, StepRange range) override {
+    Query q(*db_,
+            "SELECT first_step, last_step, coalesce(node, ''), gpu, steps, work_ms_sum, work_ms_max, step_ms_sum, "
+            "ratio_sum, comm_ms_sum, comm_n, data_wait_ms_sum, data_wait_n, slowest_count FROM rank_windows "
+            "WHERE run_id = ?1 AND rank = ?4 AND (?2 IS NULL OR last_step >= ?2) AND (?3 IS NULL OR first_step <= ?3) "
+            "ORDER BY first_step");
+    q.arg(run_id).opt(range.from).opt(range.to).arg(static_cast<int64_t>(rank));
+    std::vector<RankWindowRow> out;
+    while (q.next()) {
+      RankWindowRow w;
+      w.run_id = run_id;
+      w.rank = rank;
+      w.first_step = q.i64(0);
+      w.last_step = q.i64(1);
+      w.node = q.text(2);
+      w.gpu = q.is_null(3) ? -1 : static_cast<int32_t>(q.i64(3));
+      w.steps = q.i64(4);
+      w.work_ms_sum = q.f64(5);
+      w.work_ms_max = q.f64(6);
+      w.step_ms_sum = q.f64(7);
+      w.ratio_sum = q.f64(8);
+      w.comm_ms_sum = q.f64(9);
+      w.comm_n = q.i64(10);
+      w.data_wait_ms_sum = q.f64(11);
+      w.data_wait_n = q.i64(12);
+      w.slowest_count = q.i64(13);
+      out.push_back(std::move(w));
+    }
+    return out;
+  }
+
+  std::vector<RankStepRatios> rank_step_ratios(const std::string& run_id, StepRange range,
+                                               const std::string& kept_for) override {
+    Query q(*db_,
+            "SELECT step, kept_for, ranks, data FROM rank_step_blocks WHERE run_id = ?1 "
+            "AND (?2 IS NULL OR step >= ?2) AND (?3 IS NULL OR step <= ?3) AND (?4 = '' OR kept_for = ?4) "
+            "ORDER BY step");
+    q.arg(run_id).opt(range.from).opt(range.to).arg(kept_for);
+    std::vector<RankStepRatios> out;
+    // rank at offset 0, ratio_to_median at offset 48 of each record (pack_rank).
+    constexpr size_t kRatioOffset = 4 * 4 + 4 * 8;
+    while (q.next()) {
+      std::string_view data = q.blob(3);
+      int64_t n = q.i64(2);
+      if (n < 0 || data.size() != static_cast<size_t>(n) * kRankRecord)
+        throw StoreError("store " + db_->path() + ": corrupt rank block");
+      RankStepRatios s;
+      s.step = q.i64(0);
+      s.kept_for = q.text(1);
+      s.ranks.reserve(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        const char* p = data.data() + i * static_cast<int64_t>(kRankRecord);
+        int32_t rank = 0;
+        double ratio = 0;
+        std::memcpy(&rank, p, sizeof rank);
+        std::memcpy(&ratio, p + kRatioOffset, sizeof ratio);
+        s.ranks.emplace_back(rank, ratio);
+      }
+      out.push_back(std::move(s));
+    }
+    return out;
+  }
+
+  std::vector<NodeRollupRow> node_rollups(const std::vector<std::string>& nodes, int64_t resolution_ns, int64_t from_ns,
+                                          int64_t to_ns) override {
+    std::vector<NodeRollupRow> out;
+    auto read = [&](Query& q) {
+      while (q.next()) {
+        NodeRollupRow r;
+        r.node = q.text(0);
+        r.resolution_ns = resolution_ns;
+        r.bucket_ns = q.i64(1);
+        r.samples = q.i64(2);
+        auto mean = [&](Agg* a, int c) {
+          if (q.is_null(c)) return;
+          a->n = r.samples > 0 ? r.samples : 1;
+          a->sum = q.f64(c) * static_cast<double>(a->n);
+          a->min = a->max = q.f64(c);
+        };
+        mean(&r.cpu_pct, 3);
+        if (!q.is_null(4)) r.cpu_pct.max = q.f64(4);
+        if (!q.is_null(5)) {
+          r.mem_used_bytes.n = 1;
+          r.mem_used_bytes.sum = r.mem_used_bytes.min = r.mem_used_bytes.max = q.f64(5);
+        }
+        mean(&r.net_tx_bps, 6);
+        mean(&r.net_rx_bps, 7);
+        mean(&r.disk_read_bps, 8);
+        mean(&r.disk_write_bps, 9);
+        r.tcp_retransmits_total = q.i64(10);
+        r.rdma_errors_total = q.i64(11);
+        out.push_back(std::move(r));
+      }
+    };
+    // Statements are cached by the address of their text: both are static.
+    static const std::string columns =
+        "SELECT node, bucket_ns, samples, cpu_avg, cpu_max, mem_used_max, net_tx_avg, net_rx_avg, disk_read_avg, "
+        "disk_write_avg, tcp_retransmits_total, rdma_errors_total FROM node_rollups WHERE resolution_ns = ?1 "
+        "AND bucket_ns BETWEEN ?2 AND ?3 ";
+    static const std::string all = columns + "ORDER BY node, bucket_ns";
+    static const std::string one = columns + "AND node = ?4 ORDER BY bucket_ns";
+    if (nodes.empty()) {
+      Query q(*db_, all.c_str());
+      q.arg(resolution_ns).arg(from_ns).arg(to_ns);
+      read(q);
+    }
+    for (const auto& node : nodes) {
+      Query q(*db_, one.c_str());
+      q.arg(resolution_ns).arg(from_ns).arg(to_ns).arg(node);
+      read(q);
+    }
+    return out;
+  }
+
+  std::vector<int64_t> rollup_resolutions() override {
+    // Each tier's first row by the primary key (resolution_ns, node, bucket_ns): a skip scan, not a table scan.
+    std::vector<int64_t> out;
+    std::optional<int64_t> next;
+    for (;;) {
+      Query q(*db_, "SELECT min(resolution_ns) FROM gpu_rollups WHERE ?1 IS NULL OR resolution_ns > ?1");
+      q.opt(next);
+      if (!q.next() || q.is_null(0)) break;
+      next = q.i64(0);
+      out.push_back(*next);
     }
     return out;
   }
