@@ -6,7 +6,8 @@
 import { api, el, fmt, link, timeSeries, runHref, hashOf, statusBadge, errorBox, num } from '../app.js';
 import { useViewsStyle } from './views-style.js';
 
-const METRICS = [
+// (a function: app.js imports this module before its own exports exist)
+const metrics = () => [
   ['loss', 'loss (last 10)', (v) => fmt.num(v)],
   ['valLoss', 'validation loss', (v) => fmt.num(v)],
   ['tokensPerSecond', 'tokens/s (mean)', (v) => fmt.si(v)],
@@ -111,7 +112,7 @@ function metricsTable(c) {
         el(
           'tbody',
           {},
-          METRICS.filter(([k]) => m[k]).map(([k, label, f]) => {
+          metrics().filter(([k]) => m[k]).map(([k, label, f]) => {
             const x = m[k];
             const rel = num(x.relativeDelta);
             return el(

@@ -8,6 +8,7 @@
 // links: to their own lineage (re-centring the graph), a GPU or rank to the
 // rank's drill-down. The same tree is a nested list under "As a list".
 import { api, el, svg, link, fmt, runHref, hashOf } from '../app.js';
+import { useViewsStyle } from './views-style.js';
 
 // Column of each entity type, left to right.
 const COLUMN = {
@@ -37,7 +38,9 @@ const LABEL = {
 };
 // Types that /v1/lineage cannot look up (no re-centring on them).
 const NO_LINEAGE = new Set(['config', 'gpu', 'rank', 'cluster']);
-const FANOUT = 4; // children of one type shown per parent before "+N more"
+// Children of one type shown per parent before "+N more".
+const FANOUT = { gpu: 2, node: 3, checkpoint: 3, training_run: 6 };
+const FANOUT_DEFAULT = 4;
 
 const NODE_W = 184;
 const NODE_H = 38;
@@ -108,7 +111,7 @@ function layout(root, expanded) {
       }
       for (const [type, kids] of groups) {
         const gkey = `${key}\u0000${type}`;
-        const shown = expanded.has(gkey) ? kids : kids.slice(0, FANOUT);
+        const shown = expanded.has(gkey) ? kids : kids.slice(0, FANOUT[type] ?? FANOUT_DEFAULT);
         for (const c of shown) visit(c, [...path, n], key);
         if (shown.length < kids.length) {
           const mkey = `more\u0000${gkey}`;
@@ -126,10 +129,26 @@ function layout(root, expanded) {
   // Compact the columns in use; rows in walk order within each column.
   const cols = [...new Set(order.map((n) => n.col))].sort((a, b) => a - b);
   const colIndex = new Map(cols.map((c, i) => [c, i]));
+  // Within a column, nodes follow the rows of their neighbours in the columns
+  // to their left (fewer crossings); walk order breaks ties.
   const rows = cols.map(() => 0);
-  for (const n of order) {
+  const neighbours = new Map(order.map((n) => [n.key, []]));
+  for (const [a, b] of edges) {
+    neighbours.get(a).push(b);
+    neighbours.get(b).push(a);
+  }
+  order.forEach((n, i) => {
     n.col = colIndex.get(n.col);
-    n.row = rows[n.col]++;
+    n.walk = i;
+  });
+  for (let c = 0; c < cols.length; c++) {
+    const inCol = order.filter((n) => n.col === c);
+    for (const n of inCol) {
+      const left = neighbours.get(n.key).map((k) => nodes.get(k)).filter((m) => m.col < c);
+      n.bary = left.length ? Math.min(...left.map((m) => m.row)) : -1;
+    }
+    inCol.sort((a, b) => a.bary - b.bary || a.walk - b.walk);
+    for (const n of inCol) n.row = rows[c]++;
   }
   return { nodes: order, byKey: nodes, edges, cols: cols.length, rows: Math.max(...rows) };
 }
@@ -215,6 +234,7 @@ export default {
   scope: 'global',
   route: /^#\/lineage(?:\/(.+))?$/,
   async render(root, params) {
+    useViewsStyle();
     const id = params[0];
     const form = el(
       'form',

@@ -47,7 +47,7 @@ const ranksText = (row) => (row.firstRank === row.lastRank ? `rank ${row.firstRa
 const stepsText = (c) => (c.firstStep === c.lastStep ? `step ${c.firstStep}` : `steps ${c.firstStep}–${c.lastStep}`);
 
 function legend() {
-  const ticks = [0.5, 1, 1.15, 1.4, 2, 3];
+  const ticks = [0.5, 1, 1.4, 2, 3];
   const lo = 0.5;
   const hi = 3;
   const pos = (v) => `${((v - lo) / (hi - lo)) * 100}%`;
@@ -233,7 +233,8 @@ function heatmap(section, hm, table) {
 }
 
 // ---- the rank table (section 40) ----
-const COLUMNS = [
+// (a function: app.js imports this module before its own exports exist)
+const columns = () => [
   { key: 'rank', label: 'rank', f: fmt.int },
   { key: 'node', label: 'node', f: fmt.text },
   { key: 'gpu', label: 'GPU', f: fmt.int },
@@ -248,6 +249,7 @@ const COLUMNS = [
 ];
 
 function rankTable(section, runId, table, incidentRanks, current) {
+  const COLUMNS = columns();
   let sortKey = 'ratioToMedian';
   let desc = true;
   let all = table.length <= TABLE_ROWS;
@@ -342,14 +344,31 @@ function rankTable(section, runId, table, incidentRanks, current) {
 function throttleValue(v) {
   if (v === null || v === undefined) return null;
   if (Array.isArray(v)) return v.length;
-  if (typeof v === 'number') return v;
+  if (typeof v === 'number') return THROTTLE_BITS.filter(([b]) => v & b && b !== 0x1).length;
   if (typeof v === 'string') return v === '' || v === 'none' || v === '0' ? 0 : v.split(/[,|]/).filter(Boolean).length;
   return null;
 }
 
+// NVML's clocks-throttle-reason bits (nvmlClocksThrottleReason*).
+const THROTTLE_BITS = [
+  [0x1, 'gpu_idle'],
+  [0x2, 'applications_clocks'],
+  [0x4, 'sw_power_cap'],
+  [0x8, 'hw_slowdown'],
+  [0x10, 'sync_boost'],
+  [0x20, 'sw_thermal_slowdown'],
+  [0x40, 'hw_thermal_slowdown'],
+  [0x80, 'hw_power_brake_slowdown'],
+  [0x100, 'display_clocks'],
+];
+
 function throttleText(v) {
   if (v === null || v === undefined) return '—';
   if (Array.isArray(v)) return v.length ? v.join(', ') : 'none';
+  if (typeof v === 'number') {
+    const names = THROTTLE_BITS.filter(([b]) => v & b).map(([, n]) => n);
+    return v === 0 ? 'none' : `${names.join(', ') || 'other'} (0x${v.toString(16)})`;
+  }
   return String(v) || 'none';
 }
 
@@ -357,9 +376,14 @@ const hasXid = (s) => s.xid !== null && s.xid !== undefined && s.xid !== 0 && s.
 
 async function drill(section, runId, rank) {
   const d = await api(`/v1/runs/${encodeURIComponent(runId)}/ranks/${encodeURIComponent(rank)}`);
-  const steps = d.steps || [];
-  const gs = d.gpuSamples || [];
-  const ns = d.nodeSamples || [];
+  const byTime = (a, b) => (num(a.timeNs) ?? 0) - (num(b.timeNs) ?? 0) || (a.step ?? 0) - (b.step ?? 0);
+  const gs = [...(d.gpuSamples || [])].sort(byTime);
+  const ns = [...(d.nodeSamples || [])].sort(byTime);
+  // The rank's steps over the samples' steps (the plots share that axis).
+  const sampleSteps = gs.map((x) => x.step).filter((x) => x !== null && x !== undefined);
+  const lo = sampleSteps.length ? Math.min(...sampleSteps) : -Infinity;
+  const hi = sampleSteps.length ? Math.max(...sampleSteps) : Infinity;
+  const steps = (d.steps || []).filter((x) => x.step >= lo && x.step <= hi).sort((a, b) => a.step - b.step);
   const inc = d.incidents || [];
   const first = inc[0];
   const opened = first ? first.openedStep : null;
