@@ -40,6 +40,7 @@ int run(const RunFlags& f) {
       return kExitUsage;
     }
     std::fprintf(stderr, "query API on http://127.0.0.1:%d/v1/ (store %s)\n", api_server->port(), url.c_str());
+    std::fprintf(stderr, "portal: http://127.0.0.1:%d/\n", api_server->port());
   }
   return run_engine(std::move(spec), eo, /*replay=*/false, f.quiet, /*strict=*/false, f.pipeline);
 }

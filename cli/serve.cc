@@ -102,6 +102,7 @@ int serve(ServeFlags& f) {
                service.suites().size());
   std::fprintf(stderr, "serving %s on http://%s:%d/v1/ until Ctrl-C\n", o.store_url.c_str(), o.host.c_str(),
                server.port());
+  std::fprintf(stderr, "portal: http://%s:%d/\n", o.host.c_str(), server.port());
   if (!service.alerts_endpoint().empty())
     std::fprintf(stderr, "evaluation alerts are published on %s\n", service.alerts_endpoint().c_str());
   while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(100));

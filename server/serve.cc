@@ -12,6 +12,7 @@
 
 #include "formats/json_writer.h"
 #include "runtime/status.h"
+#include "server/portal.h"
 #include "server/route.h"
 
 namespace runlens::api {
@@ -64,6 +65,9 @@ std::vector<Route> route_table() {
       {"GET", std::regex("/v1/alerts"), get_alerts, nullptr},
       // ids may hold '/' (checkpoint ids do), sent as %2F
       {"GET", std::regex(R"(/v1/lineage/(.+))"), get_lineage, nullptr},
+      // the portal, compiled in (server/portal.h)
+      {"GET", std::regex("/"), nullptr, portal::get_index},
+      {"GET", std::regex("/portal/(.*)"), nullptr, portal::get_asset},
   };
 }
 

@@ -1645,9 +1645,10 @@ class SqliteMetricRows final : public MetricRows {
         int64_t n = q.i64(2);
         if (n < 0 || bytes.size() != static_cast<size_t>(n) * kRollupRecord) db_->fail("corrupt rollup block");
         const char* p = bytes.data();
+        std::string node = q.text(0);
         for (int64_t i = 0; i < n; ++i) {
           GpuRollupRow r = unpack_rollup(p);
-          r.node = q.text(0);
+          r.node = node;
           r.resolution_ns = resolution_ns;
           r.bucket_ns = q.i64(1);
           out.push_back(std::move(r));

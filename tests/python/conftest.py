@@ -142,3 +142,7 @@ def run_script(args, timeout):
         out, _ = proc.communicate()
         pytest.fail(f"{args[0]} did not finish in {timeout} s:\n{out}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, None)
+
+
+# The portal's browser tests (tests/python/test_portal_*.py): the store, `runlens serve` and Chromium.
+from portal_fixtures import browser, chromium, portal, portal_store  # noqa: E402,F401
