@@ -19,7 +19,7 @@ const metrics = () => [
 function value(v) {
   if (v === null || v === undefined) return '—';
   if (typeof v === 'object') return JSON.stringify(v);
-  return typeof v === 'number' ? fmt.num(v) : String(v);
+  return String(v); // inputs as the run gave them (0.0003, not 3.000e-4)
 }
 
 function picker(runs, left, right) {
@@ -58,7 +58,7 @@ function runsHeader(c) {
 
 function inputsTable(c) {
   const rows = [];
-  const add = (key, label, d) => rows.push({ key, label, ...d });
+  const add = (key, label, d) => rows.push({ ...d, key, label });
   add('dataset', 'dataset version', c.dataset);
   add('codeCommit', 'code commit', c.codeCommit);
   add('model', 'model', c.model);

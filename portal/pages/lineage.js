@@ -41,6 +41,8 @@ const NO_LINEAGE = new Set(['config', 'gpu', 'rank', 'cluster']);
 // Children of one type shown per parent before "+N more".
 const FANOUT = { gpu: 2, node: 3, checkpoint: 3, training_run: 6 };
 const FANOUT_DEFAULT = 4;
+// Children of the entity at the centre: all GPUs of a node.
+const ROOT_FANOUT = { gpu: 64, training_run: 8 };
 
 const NODE_W = 184;
 const NODE_H = 38;
@@ -111,7 +113,8 @@ function layout(root, expanded) {
       }
       for (const [type, kids] of groups) {
         const gkey = `${key}\u0000${type}`;
-        const shown = expanded.has(gkey) ? kids : kids.slice(0, FANOUT[type] ?? FANOUT_DEFAULT);
+        const cap = (path.length === 0 ? ROOT_FANOUT[type] : undefined) ?? FANOUT[type] ?? FANOUT_DEFAULT;
+        const shown = expanded.has(gkey) ? kids : kids.slice(0, cap);
         for (const c of shown) visit(c, [...path, n], key);
         if (shown.length < kids.length) {
           const mkey = `more\u0000${gkey}`;
