@@ -46,6 +46,11 @@ StepStats compute_step_stats(const StepRecord& rec) {
   work.reserve(rec.ranks.size());
   double data_sum = 0, comm_sum = 0;
   int data_n = 0, comm_n = 0;
+  // forward, backward, optimizer, comm, data wait: sums and counts of the ranks that reported them.
+  double part_sum[5] = {0, 0, 0, 0, 0};
+  int part_n[5] = {0, 0, 0, 0, 0};
+  const Step::F part_field[5] = {Step::F::forward_ms, Step::F::backward_ms, Step::F::optimizer_ms, Step::F::comm_ms,
+                                 Step::F::data_wait_ms};
   bool tokens_known = false;
   for (const Step& s : rec.ranks) {
     if (!std::isfinite(s.step_ms)) continue;
@@ -56,6 +61,14 @@ StepStats compute_step_stats(const StepRecord& rec) {
     if (s.step_ms > 0 && s.has(Step::F::data_wait_ms)) data_sum += s.data_wait_ms / s.step_ms, ++data_n;
     if (s.step_ms > 0 && s.has(Step::F::comm_ms)) comm_sum += s.comm_ms / s.step_ms, ++comm_n;
     if (s.has(Step::F::tokens)) st.tokens += s.tokens, tokens_known = true;
+    const double part_value[5] = {s.forward_ms, s.backward_ms, s.optimizer_ms, s.comm_ms, s.data_wait_ms};
+    for (int i = 0; i < 5; ++i) {
+      if (s.has(part_field[i]) && std::isfinite(part_value[i])) part_sum[i] += part_value[i], ++part_n[i];
+    }
+  }
+  std::optional<double>* parts[5] = {&st.forward_ms, &st.backward_ms, &st.optimizer_ms, &st.comm_ms, &st.data_wait_ms};
+  for (int i = 0; i < 5; ++i) {
+    if (part_n[i] > 0) *parts[i] = part_sum[i] / part_n[i];
   }
   st.reported = static_cast<int32_t>(work.size());
   if (!work.empty()) {
@@ -110,7 +123,7 @@ void attach(StepStats& st, const Train& t) {
 
 class StepStatsOp final : public PerRunOperator<StepStatsOp, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"step_stats", 2};
+  static constexpr runtime::state::StateType kState{"step_stats", 3};
   explicit StepStatsOp(const StepStatsOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {
@@ -227,7 +240,8 @@ void RegisterStepStats(Registry& registry) {
   info.doc =
       "Per joined step: min/p50/p95/p99/max of the ranks' work time, the slowest rank and straggler_ratio, "
       "tokens/s, MFU (from run_start's gpu_peak_flops and model_flops_per_token), data_wait_ratio and "
-      "communication_ratio, with the step's loss, LR and grad norm from its train event.";
+      "communication_ratio, the means over its ranks of forward, backward, optimizer, comm and data-wait time, with "
+      "the step's loss, LR and grad norm from its train event.";
   const StepStatsOptions defaults;  // each default is written once, in StepStatsOptions
   info.params = {
       {.name = "train_wait",

@@ -267,24 +267,18 @@ function summarize(title, x, series, markers) {
   return `${title}: steps ${x[0]} to ${x[x.length - 1]}; ${parts.join('; ')}${m}`;
 }
 
-// A plot of series over steps with the portal's conventions:
-//   timeSeries(container, {title, x: steps, series: [{label, values, color?}],
-//     markers: [{step, label, severity}], onZoom(from, to), sync = 'steps', height = 180})
-// Plots of one sync key share the cursor (uPlot.sync) and so the step under it;
-// the legend shows the values under the cursor; markers are vertical lines
-// drawn on the canvas with their labels as DOM elements (data-testid
-// marker-STEP); non-finite values (NaN, Infinity) are gaps marked as such;
-// dragging across the plot selects steps and calls onZoom(from, to).
-// Returns {figure, plot}; the figure holds an aria-label and the numbers table.
-export function timeSeries(container, opts) {
-  const { title, x = [], series = [], onZoom = null, sync = 'steps', height = 180 } = opts;
-  const markers = [...(opts.markers || [])];
+// The plotted data of a series list: uPlot's columns (non-finite values as
+// gaps) and the markers, with one added where a series turns non-finite.
+function prepare(x, series, given) {
+  const markers = [...(given || [])];
   const seen = new Set(markers.map((m) => m.step));
   const data = [x.map(Number)];
   for (const s of series) {
     const vals = s.values.map(num);
+    // One marker where a stretch of non-finite values begins.
     vals.forEach((v, i) => {
-      if (v !== null && !Number.isFinite(v) && !seen.has(x[i])) {
+      const bad = (w) => w !== null && !Number.isFinite(w);
+      if (bad(v) && !(i > 0 && bad(vals[i - 1])) && !seen.has(x[i])) {
         seen.add(x[i]);
         markers.push({ step: x[i], label: `${s.label} ${nonFinite(v)}`, severity: 'critical' });
       }
@@ -292,27 +286,11 @@ export function timeSeries(container, opts) {
     data.push(vals.map((v) => (v !== null && Number.isFinite(v) ? v : null)));
   }
   markers.sort((a, b) => a.step - b.step);
+  return { data, markers };
+}
 
-  const id = slug(title);
-  const figure = el('figure', {
-    class: 'chart',
-    'data-testid': `chart-${id}`,
-    'aria-label': summarize(title, x, series, markers),
-  });
-  const caption = el('figcaption', {}, title);
-  const plotBox = el('div', { class: 'plot', 'aria-hidden': 'true' });
-  figure.append(caption, plotBox);
-  const rows = x.map((step, i) => [step, ...series.map((s) => s.values[i])]);
-  figure.append(chartTable(['step', ...series.map((s) => s.label)], rows, `Numbers: ${title}`));
-  container.append(figure);
-
-  if (!x.length) {
-    plotBox.append(el('p', { class: 'empty' }, 'No data in this range.'));
-    return { figure, plot: null };
-  }
-
-  const markerLayer = el('div', { class: 'markers' });
-  const markerEls = markers.map((m) =>
+function markerElements(markers) {
+  return markers.map((m) =>
     el(
       'span',
       {
@@ -324,6 +302,44 @@ export function timeSeries(container, opts) {
       m.label,
     ),
   );
+}
+
+// A plot of series over steps with the portal's conventions:
+//   timeSeries(container, {title, x: steps, series: [{label, values, color?}],
+//     markers: [{step, label, severity}], onZoom(from, to), sync = 'steps', height = 180, log = false})
+// Plots of one sync key share the cursor (uPlot.sync) and so the step under it;
+// the legend shows the values under the cursor; markers are vertical lines
+// drawn on the canvas with their labels as DOM elements (data-testid
+// marker-STEP); non-finite values (NaN, Infinity) are gaps marked as such;
+// dragging across the plot selects steps and calls onZoom(from, to).
+// Returns {figure, plot, update({x, series, markers})}: update() replaces the
+// data in place (live pages), keeping the cursor and the zoom.
+export function timeSeries(container, opts) {
+  const { title, onZoom = null, sync = 'steps', height = 180, log = false } = opts;
+  let x = opts.x || [];
+  let series = opts.series || [];
+  const plotted = (d) => (log ? d.map((col, i) => (i === 0 ? col : col.map((v) => (v !== null && v > 0 ? v : null)))) : d);
+  let { data, markers } = prepare(x, series, opts.markers);
+
+  const id = slug(title);
+  const figure = el('figure', {
+    class: 'chart',
+    'data-testid': `chart-${id}`,
+    'aria-label': summarize(title, x, series, markers),
+  });
+  const plotBox = el('div', { class: 'plot', 'aria-hidden': 'true' });
+  const table = () => chartTable(['step', ...series.map((s) => s.label)], x.map((step, i) => [step, ...series.map((s) => s.values[i])]), `Numbers: ${title}`);
+  let numbers = table();
+  figure.append(el('figcaption', {}, title), plotBox, numbers);
+  container.append(figure);
+
+  if (!x.length) {
+    plotBox.append(el('p', { class: 'empty' }, 'No data in this range.'));
+    return { figure, plot: null, update() {} };
+  }
+
+  const markerLayer = el('div', { class: 'markers' });
+  let markerEls = markerElements(markers);
   markerLayer.append(...markerEls);
 
   const drawMarkers = (u) => {
@@ -362,10 +378,11 @@ export function timeSeries(container, opts) {
         drag: { x: true, y: false, setScale: !onZoom },
       },
       legend: { live: true },
-      scales: { x: { time: false } },
+      // log: a logarithmic y axis (loss, gradient norm: a spike does not flatten the rest).
+      scales: log ? { x: { time: false }, y: { distr: 3 } } : { x: { time: false } },
       axes: [
         { label: 'step', stroke: '#333', grid: { stroke: '#e4e4e4' } },
-        { stroke: '#333', grid: { stroke: '#e4e4e4' }, size: 64, values: (u, vals) => vals.map((v) => fmt.num(v, 3)) },
+        { stroke: '#333', grid: { stroke: '#e4e4e4' }, size: 64, values: (u, vals) => vals.map((v) => (v === null || v === undefined ? '' : fmt.num(v, 3))) },
       ],
       series: [
         { label: 'step', value: (u, v) => (v === null || v === undefined ? '—' : fmt.int(v)) },
@@ -382,15 +399,16 @@ export function timeSeries(container, opts) {
         setSelect: [
           (u) => {
             if (!onZoom || u.select.width < 2) return;
-            const from = Math.max(x[0], Math.round(u.posToVal(u.select.left, 'x')));
-            const to = Math.min(x[x.length - 1], Math.round(u.posToVal(u.select.left + u.select.width, 'x')));
+            const xs = u.data[0];
+            const from = Math.max(xs[0], Math.round(u.posToVal(u.select.left, 'x')));
+            const to = Math.min(xs[xs.length - 1], Math.round(u.posToVal(u.select.left + u.select.width, 'x')));
             u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
             if (to > from) onZoom(from, to);
           },
         ],
       },
     },
-    data,
+    plotted(data),
     plotBox,
   );
   plot.over.append(markerLayer);
@@ -404,7 +422,19 @@ export function timeSeries(container, opts) {
     ro.observe(plotBox);
     plot.resizeObserver = ro;
   }
-  return { figure, plot };
+  const update = (next) => {
+    x = next.x;
+    series = next.series;
+    ({ data, markers } = prepare(x, series, next.markers));
+    markerEls = markerElements(markers);
+    markerLayer.replaceChildren(...markerEls);
+    figure.setAttribute('aria-label', summarize(title, x, series, markers));
+    const fresh = table();
+    numbers.replaceWith(fresh);
+    numbers = fresh;
+    plot.setData(plotted(data), true);
+  };
+  return { figure, plot, update };
 }
 
 function destroyPlots() {
@@ -533,6 +563,8 @@ async function navigate() {
   old.replaceWith(root);
   const body = document.body;
   body.dataset.state = 'loading';
+  // The hash this state is of (tests wait for state 'ready' of the current hash).
+  body.dataset.hash = location.hash;
   const loading = document.getElementById('loading');
   loading.hidden = false;
   if (!found) {

@@ -65,6 +65,9 @@ struct StepStats {
   std::optional<double> mfu;                  // model FLOP/s / peak FLOP/s of the ranks that reported
   std::optional<double> data_wait_ratio;      // mean data_wait_ms / step_ms
   std::optional<double> communication_ratio;  // mean comm_ms / step_ms
+  // The step's time breakdown: means over the ranks that reported each field
+  // (schema v8 columns of the store; unset when no rank reported it).
+  std::optional<double> forward_ms, backward_ms, optimizer_ms, comm_ms, data_wait_ms;
   // From the step's train event, when one arrived in time.
   std::optional<double> loss, val_loss, lr, grad_norm;
   std::shared_ptr<const RunInfo> run;

@@ -92,7 +92,8 @@ struct Codec<StepStats> {
   static void io(Io& x, S& v) {
     x(v.run_id, v.step, v.world_size, v.reported, v.step_ms, v.work_min, v.work_p50, v.work_p95, v.work_p99, v.work_max,
       v.slowest_rank, v.straggler_ratio, v.tokens, v.tokens_per_s, v.mfu, v.data_wait_ratio, v.communication_ratio,
-      v.loss, v.val_loss, v.lr, v.grad_norm, v.run, v.shed);
+      v.loss, v.val_loss, v.lr, v.grad_norm, v.run, v.shed, v.forward_ms, v.backward_ms, v.optimizer_ms, v.comm_ms,
+      v.data_wait_ms);
   }
   static void encode(Writer& w, const StepStats& v) { io(w, v); }
   static void decode(Reader& r, StepStats& v) { io(r, v); }

@@ -478,6 +478,18 @@ UPDATE alerts SET ends_ns = CAST(json_extract(json, '$.ends_ns') AS INTEGER)
   WHERE json_valid(json) AND json_type(json, '$.ends_ns') = 'integer';
 )sql";
 
+// Version 8: each step's time breakdown, the means over its ranks of
+// forward, backward, optimizer, communication and data wait time (step_stats
+// of the step_stats operator; GET /v1/runs/{runId}/steps' breakdownMs). Rows
+// of a v7 store have none (NULL).
+constexpr const char* kV8 = R"sql(
+ALTER TABLE step_stats ADD COLUMN forward_ms REAL;
+ALTER TABLE step_stats ADD COLUMN backward_ms REAL;
+ALTER TABLE step_stats ADD COLUMN optimizer_ms REAL;
+ALTER TABLE step_stats ADD COLUMN comm_ms REAL;
+ALTER TABLE step_stats ADD COLUMN data_wait_ms REAL;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& sqlite_migrations() {
@@ -492,6 +504,7 @@ const std::vector<Migration>& sqlite_migrations() {
       {5, "item cluster ids (evaluation_items.clusters_json)", kV5},
       {6, "alert revisions (alerts.revision)", kV6},
       {7, "alert ends (alerts.ends_ns)", kV7},
+      {8, "step time breakdown (step_stats.forward_ms, backward_ms, optimizer_ms, comm_ms, data_wait_ms)", kV8},
   };
   return migrations;
 }

@@ -439,7 +439,7 @@ RunRow read_run(const Query& q) {
 constexpr const char* kStepColumns =
     "run_id, step, time_ns, world_size, reported, step_ms, work_min_ms, work_p50_ms, work_p95_ms, work_p99_ms, "
     "work_max_ms, slowest_rank, straggler_ratio, tokens, tokens_per_s, mfu, data_wait_ratio, communication_ratio, "
-    "loss, val_loss, lr, grad_norm";
+    "loss, val_loss, lr, grad_norm, forward_ms, backward_ms, optimizer_ms, comm_ms, data_wait_ms";
 
 StepRow read_step(const Query& q) {
   StepRow r;
@@ -466,6 +466,11 @@ StepRow read_step(const Query& q) {
   s.val_loss = q.opt_f64(19);
   s.lr = q.opt_f64(20);
   s.grad_norm = q.opt_f64(21);
+  s.forward_ms = q.opt_f64(22);
+  s.backward_ms = q.opt_f64(23);
+  s.optimizer_ms = q.opt_f64(24);
+  s.comm_ms = q.opt_f64(25);
+  s.data_wait_ms = q.opt_f64(26);
   return r;
 }
 
@@ -598,8 +603,9 @@ class SqliteRunGraph final : public RunGraph {
       Query(db,
             "INSERT OR REPLACE INTO step_stats (run_id, step, time_ns, world_size, reported, step_ms, work_min_ms, "
             "work_p50_ms, work_p95_ms, work_p99_ms, work_max_ms, slowest_rank, straggler_ratio, tokens, tokens_per_s, "
-            "mfu, data_wait_ratio, communication_ratio, loss, val_loss, lr, grad_norm) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+            "mfu, data_wait_ratio, communication_ratio, loss, val_loss, lr, grad_norm, forward_ms, backward_ms, "
+            "optimizer_ms, comm_ms, data_wait_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
           .arg_text(s.run_id.str())
           .arg(s.step)
           .arg(r.time_ns)
@@ -622,6 +628,11 @@ class SqliteRunGraph final : public RunGraph {
           .opt(s.val_loss)
           .opt(s.lr)
           .opt(s.grad_norm)
+          .opt(s.forward_ms)
+          .opt(s.backward_ms)
+          .opt(s.optimizer_ms)
+          .opt(s.comm_ms)
+          .opt(s.data_wait_ms)
           .run();
     }
     tx.commit();

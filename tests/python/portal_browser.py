@@ -255,9 +255,11 @@ class Browser:
         expression, the page's text and its errors."""
         deadline = time.monotonic() + timeout
         last_error = None
+        # An element is truthy (by value it would be {}).
+        probe = f"(() => {{ const v = ({js}); return v instanceof Node ? true : v; }})()"
         while True:
             try:
-                v = self.eval(js)
+                v = self.eval(probe)
                 if v:
                     return v
             except BrowserError as e:
@@ -288,10 +290,17 @@ class Browser:
                 raise BrowserError(f"cannot open {url}: {r['errorText']}")
         self.wait_ready(timeout)
 
+    def blank(self):
+        """Leaves the page (about:blank): no more polling of a server a test stops."""
+        self.send("Page.navigate", url="about:blank")
+        self.wait("location.href === 'about:blank' && document.readyState === 'complete'")
+
     def wait_ready(self, timeout=15.0):
-        """Waits until the portal's current page rendered (or failed: data-state error)."""
+        """Waits until the portal rendered the page of the current hash (or
+        failed: data-state error); the app says which hash in data-hash."""
         return self.wait(
             "document.readyState === 'complete' && document.body && "
+            "document.body.dataset.hash === location.hash && "
             "['ready', 'error'].includes(document.body.dataset.state) && document.body.dataset.state",
             timeout,
         )

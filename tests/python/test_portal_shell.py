@@ -64,3 +64,56 @@ def test_sorting_and_filtering_go_through_the_hash(portal, browser):
     browser.wait("document.querySelectorAll('[data-testid=run-row]').length === 1")
     assert browser.attr("[data-testid=run-row]", "data-run") == "lr-nan"
     assert browser.eval("document.querySelector('[data-testid=run-row]').classList.contains('failed')")
+
+
+def test_the_runs_table_shows_the_latest_metrics_and_links_each_run(portal, browser):
+    browser.goto(portal.at("#/runs?sort=runId&dir=asc"))
+    cells = browser.eval(
+        "Object.fromEntries([...document.querySelectorAll('[data-testid=run-row]')].map(r => [r.dataset.run, [...r.cells].map(c => c.textContent)]))"
+    )
+    # Run, Status, Model, Experiment, GPUs, Step, Loss, MFU, Tokens/s, Open incidents, Started
+    assert cells["lr-nan"][:7] == ["lr-nan", "FAILED", "llama-x-7b v8", "exp-pretrain", "64", "300", "NaN"]
+    assert cells["wide-1024"][2:6] == ["llama-x-70b v1", "exp-scale", "1,024", "60"]
+    assert cells["thermal-13"][7].endswith(" %") and cells["thermal-13"][8].endswith(" k")
+    assert browser.eval("document.querySelector('[data-run=lr-nan]').classList.contains('failed')")
+    assert browser.count("tr.failed") == 1
+    browser.screenshot("runs")
+    browser.click("[data-run='lr-nan'] [data-testid=run-link]")
+    browser.wait("location.hash === '#/runs/lr-nan'")
+    browser.wait_ready()
+    assert browser.text("[data-testid=run-id]") == "lr-nan"
+    browser.wait("!!document.querySelector('#run-tabs [data-testid=status]')")
+    assert browser.text("#run-tabs [data-testid=status]") == "FAILED"
+    assert [browser.text(f"[data-testid=tab-{t}]") for t in ("run", "failure", "timeline")] == ["Run", "Failure", "Timeline"]
+
+
+def test_the_search_box_finds_a_job_and_a_run(portal, browser):
+    browser.goto(portal.at("#/runs"))
+    browser.type("[data-testid=search-input]", "job-4821")
+    browser.key(None, "Enter")
+    browser.wait("location.hash === '#/search?q=job-4821'")
+    browser.wait_ready()
+    browser.wait("document.querySelectorAll('[data-testid=search-match]').length >= 1")
+    match = browser.eval("[...document.querySelectorAll('[data-testid=search-match]')].map(r => [r.dataset.type, r.cells[2].textContent])")
+    assert ["job", "thermal-13"] in match, match
+    browser.screenshot("search-job")
+    # An exact run id opens the run.
+    browser.goto(portal.at("#/search?q=cmp-b"))
+    browser.wait("location.hash === '#/runs/cmp-b'")
+    browser.wait_ready()
+    assert browser.text("[data-testid=run-id]") == "cmp-b"
+
+
+def test_the_keyboard_reaches_every_nav_link_with_a_visible_focus(portal, browser):
+    browser.goto(portal.at("#/runs/thermal-13"))
+    browser.focus("#nav a:last-child")
+    browser.key(None, "Tab")
+    # From the last nav link: the search input, outlined.
+    assert browser.eval("document.activeElement.dataset.testid") == "search-input"
+    assert browser.eval("document.activeElement.matches(':focus-visible')")
+    style = browser.eval("(() => { const s = getComputedStyle(document.activeElement); return [s.outlineStyle, s.outlineWidth]; })()")
+    assert style == ["solid", "3px"]
+    browser.focus("[data-testid=tab-failure]")
+    browser.key(None, "Enter")
+    browser.wait("location.hash === '#/runs/thermal-13/failure'")
+    browser.wait_ready()

@@ -89,7 +89,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -163,7 +163,7 @@ TEST_CASE("migration: a version-2 store opens at version 4, its evaluation rows 
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
     CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
     // The v2 tables were extended, not duplicated: their rows are kept.
     CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
@@ -296,7 +296,7 @@ TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions a
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
     CHECK(f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id") == before_runs);
     CHECK(f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric") == before_scores);
     CHECK(f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version") == before_versions);
@@ -362,7 +362,7 @@ TEST_CASE("migration: a version-4 store opens at version 5, its items without cl
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
     // The rows are as they were, with a NULL clusters_json after them.
     std::string expect;
     for (size_t p = 0, q; (q = before_items.find('\n', p)) != std::string::npos; p = q + 1)
@@ -425,7 +425,7 @@ TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
     // revision 0 (v6), no end (v7).
     CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") ==
           with_column(with_column(before, "0"), "NULL"));
@@ -488,7 +488,7 @@ TEST_CASE("migration: a version-6 store opens at version 7: its alerts are open 
     before = f.rows("SELECT * FROM alerts ORDER BY alert_id");
   }
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 7);
+  CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
     CHECK(f.rows("SELECT version, description FROM schema_version WHERE version = 7") ==
@@ -520,5 +520,55 @@ TEST_CASE("migration: a version-6 store opens at version 7: its alerts are open 
   CHECK(ended[0].alert.alert_id == "0c0ffee000000002");
   CHECK(ended[0].alert.ends_ns == 1767225897861841318);
   CHECK(s.graph->alerts(open).size() == 2);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: a version-7 store opens at version 8: its steps have no breakdown, new steps keep theirs") {
+  std::string dir = fresh_dir("migrate-v7");
+  std::string db = dir + "/v7.db";
+  { store::sqlite::open(db, store::OpenMode::kReadWrite, 7); }
+  {
+    SqliteFile f(db);
+    f.exec(
+        "INSERT INTO step_stats (run_id, step, time_ns, world_size, reported, step_ms, work_min_ms, work_p50_ms, "
+        "work_p95_ms, work_p99_ms, work_max_ms, slowest_rank, straggler_ratio, tokens, loss) "
+        "VALUES ('run-7', 1, 1000, 8, 8, 2000, 1800, 1900, 1950, 1990, 2000, 3, 1.05, 0, 2.5)");
+  }
+  REQUIRE(store::sqlite::schema_version(db) == 7);
+  store::Store s = store::open_store(url_of(db));
+  CHECK(s.schema_version == 8);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version, description FROM schema_version WHERE version = 8") ==
+          "8|step time breakdown (step_stats.forward_ms, backward_ms, optimizer_ms, comm_ms, data_wait_ms)\n");
+    CHECK(f.rows("SELECT step, loss, forward_ms, backward_ms, optimizer_ms, comm_ms, data_wait_ms FROM step_stats") ==
+          "1|2.5|NULL|NULL|NULL|NULL|NULL\n");
+  }
+  auto old_steps = s.graph->steps("run-7", {}, 10);
+  REQUIRE(old_steps.size() == 1);
+  CHECK(old_steps[0].stats.loss == 2.5);
+  CHECK_FALSE(old_steps[0].stats.forward_ms);
+  CHECK_FALSE(old_steps[0].stats.data_wait_ms);
+  store::GraphBatch b;
+  store::StepRow row;
+  row.time_ns = 2000;
+  row.stats.run_id = Symbol::intern("run-7");
+  row.stats.step = 2;
+  row.stats.world_size = 8;
+  row.stats.reported = 8;
+  row.stats.step_ms = 2100;
+  row.stats.forward_ms = 600;
+  row.stats.backward_ms = 1200.5;
+  row.stats.optimizer_ms = 90;
+  row.stats.data_wait_ms = 12.25;  // comm_ms not reported
+  b.steps.push_back(row);
+  s.graph->write(b);
+  auto steps = s.graph->steps("run-7", {}, 10);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[1].stats.forward_ms == 600);
+  CHECK(steps[1].stats.backward_ms == 1200.5);
+  CHECK(steps[1].stats.optimizer_ms == 90);
+  CHECK_FALSE(steps[1].stats.comm_ms);
+  CHECK(steps[1].stats.data_wait_ms == 12.25);
   std::filesystem::remove_all(dir);
 }

@@ -351,9 +351,54 @@ TEST_CASE("GET /v1/search finds a run by job id, node, GPU, checkpoint and run i
   CHECK(api.error("/v1/search?q=a&x=1").first == 400);
 }
 
+TEST_CASE("GET /v1/runs/{runId}/steps: breakdownMs per step, and maxPoints buckets that keep the NaN step") {
+  Api api;
+  auto full = api.ok("/v1/runs/nan-run/steps?fromStep=1&toStep=200");
+  const auto& rows = at(full, "steps").items;
+  REQUIRE(rows.size() == 200);
+  for (const auto& r : {rows[0], rows[120]}) {
+    const auto& b = at(r, "breakdownMs");
+    double sum = 0;
+    for (const char* k : {"forward", "backward", "optimizer", "comm", "dataWait"}) {
+      REQUIRE_MESSAGE(at(b, k).type == json::Value::Type::kNumber, k);
+      CHECK(number(b, k) >= 0);
+      sum += number(b, k);
+    }
+    // The means of each rank's parts add up to its mean step, at most the slowest rank's.
+    CHECK(sum <= number(r, "stepMs") + 1e-6);
+    CHECK(sum > 0.8 * number(r, "stepMs"));
+    CHECK(number(b, "backward") > number(b, "forward"));
+  }
+  auto b = api.ok("/v1/runs/nan-run/steps?maxPoints=20");
+  CHECK(number(b, "bucketSteps") == 10);
+  const auto& buckets = at(b, "steps").items;
+  REQUIRE(buckets.size() == 20);
+  CHECK(number(buckets[0], "step") == 1);
+  CHECK(number(buckets[0], "lastStep") == 10);
+  double max_ms = 0, loss_sum = 0;
+  for (size_t i = 0; i < 10; ++i) {
+    max_ms = std::max(max_ms, number(rows[i], "stepMs"));
+    loss_sum += number(rows[i], "loss");
+  }
+  CHECK(number(buckets[0], "stepMs") == doctest::Approx(max_ms));
+  CHECK(number(buckets[0], "loss") == doctest::Approx(loss_sum / 10));
+  CHECK(at(buckets[0], "breakdownMs").find("forward")->type == json::Value::Type::kNumber);
+  // Steps 151-160 hold the NaN of step 160: the bucket's loss is NaN, the one before finite.
+  CHECK(number(buckets[15], "step") == 151);
+  CHECK(str(buckets[15], "loss") == "NaN");
+  CHECK(at(buckets[14], "loss").type == json::Value::Type::kNumber);
+  // Fewer steps than maxPoints: every step, with lastStep = step.
+  auto few = api.ok("/v1/runs/nan-run/steps?fromStep=1&toStep=15&maxPoints=100");
+  REQUIRE(at(few, "steps").items.size() == 15);
+  CHECK(number(at(few, "steps").items[3], "lastStep") == 4);
+  CHECK(api.error("/v1/runs/nan-run/steps?maxPoints=5") ==
+        std::pair<int, std::string>{400, "parameter 'maxPoints' must be an integer from 10 to 10000, got '5'"});
+}
+
 TEST_CASE("the portal routes answer 404 for an unknown run and 400 for bad parameters, with the message") {
   Api api;
-  for (const char* path : {"/v1/runs/nope/heatmap", "/v1/runs/nope/gpus", "/v1/runs/nope/report"}) {
+  for (const char* path :
+       {"/v1/runs/nope/heatmap", "/v1/runs/nope/gpus", "/v1/runs/nope/report", "/v1/runs/nope/steps"}) {
     CHECK(api.error(path) == std::pair<int, std::string>{404, "unknown run 'nope'"});
   }
   CHECK(api.error("/v1/runs/thermal-13/heatmap?maxRanks=0") ==
