@@ -172,3 +172,27 @@ def test_lineage_draws_the_run_graph_and_recentres_on_a_node(portal, browser):
     assert browser.count('[data-testid="lineage-node-gpu-gpu-node-1/5"]') == 1
     assert browser.count('[data-testid="lineage-node-training_run-thermal-13"]') == 1
     browser.screenshot("lineage-gpu-node-1")
+
+
+def test_keep_alive_answers_do_not_wait_for_a_delayed_ack(portal):
+    # serve sets TCP_NODELAY: without it, a small answer on a kept-alive connection
+    # (headers and body written apart) waits ~40 ms for the client's delayed ACK.
+    import http.client
+    import statistics
+    import time
+    import urllib.parse
+
+    u = urllib.parse.urlparse(portal.url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    try:
+        times = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            conn.request("GET", "/v1/runs/thermal-13")
+            r = conn.getresponse()
+            body = r.read()
+            times.append((time.perf_counter() - t0) * 1000)
+            assert r.status == 200 and json.loads(body)["runId"] == "thermal-13"
+    finally:
+        conn.close()
+    assert statistics.median(times) < 20, times
