@@ -145,6 +145,9 @@ ApiServer::ApiServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof yes);
   });
+  // No Nagle: httplib writes the headers and the body separately, and a
+  // keep-alive client's delayed ACK would hold the body back ~40 ms.
+  svr.set_tcp_nodelay(true);
   // What cpp-httplib answers itself (a malformed request, ...) gets a JSON body too.
   svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;

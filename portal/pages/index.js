@@ -4,3 +4,6 @@ export { default as search } from './search.js';
 export { default as run } from './run.js';
 export { default as failure } from './failure.js';
 export { default as timeline } from './timeline.js';
+export { default as ranks } from './ranks.js';
+export { default as compare } from './compare.js';
+export { default as lineage } from './lineage.js';
