@@ -34,6 +34,8 @@ def runlens_binary():
 
 
 # run id -> `runlens synth` arguments. Each run is replayed on its own (into one store).
+# The runs all start at the same event time, so each has its own nodes (--node-prefix), as
+# concurrent jobs on a fleet do: GPU and node samples name a node, not a run.
 PORTAL_RUNS = {
     # A GPU that throttles thermally from step 100 and turns rank 13 into a straggler
     # (diagnosis: hardware_throttle, owner infrastructure).
@@ -41,16 +43,16 @@ PORTAL_RUNS = {
                    "--experiment-id", "exp-pretrain", "--job-id", "job-4821", "--model-version", "v7"],
     # The learning rate raised tenfold at step 170, then NaN at 180; the run fails
     # (diagnosis: config_change, owner training).
-    "lr-nan": ["--ranks", "64", "--steps", "300", "--fault", "lr_change:step=170,factor=10", "--fault", "nan:step=180",
+    "lr-nan": ["--ranks", "64", "--steps", "300", "--node-prefix", "lrnan-node-", "--fault", "lr_change:step=170,factor=10", "--fault", "nan:step=180",
                "--experiment-id", "exp-pretrain", "--job-id", "job-4822", "--model-version", "v8",
                "--end-status", "failed", "--end-reason", "loss is NaN"],
     # Two runs that differ in their lr and warmup_steps config keys.
-    "cmp-a": ["--ranks", "16", "--steps", "120", "--experiment-id", "exp-lr", "--model-version", "v9",
+    "cmp-a": ["--ranks", "16", "--steps", "120", "--node-prefix", "cmpa-node-", "--experiment-id", "exp-lr", "--model-version", "v9",
               "--config", "lr=0.0003", "--config", "warmup_steps=100"],
-    "cmp-b": ["--ranks", "16", "--steps", "120", "--experiment-id", "exp-lr", "--model-version", "v10",
+    "cmp-b": ["--ranks", "16", "--steps", "120", "--node-prefix", "cmpb-node-", "--experiment-id", "exp-lr", "--model-version", "v10",
               "--config", "lr=0.0006", "--config", "warmup_steps=500"],
     # 1024 ranks, a short run, rank 700 a straggler from step 20: the heatmap's scale.
-    "wide-1024": ["--ranks", "1024", "--steps", "60", "--fault", "straggler:rank=700,from=20",
+    "wide-1024": ["--ranks", "1024", "--steps", "60", "--node-prefix", "wide-node-", "--fault", "straggler:rank=700,from=20",
                   "--experiment-id", "exp-scale", "--model-id", "llama-x-70b", "--model-version", "v1"],
 }
 

@@ -101,7 +101,7 @@ def test_the_1024_rank_heatmap_ships_at_most_max_ranks_by_max_steps_cells(portal
     assert size < 256 * 400 * 8, size  # never 1024 x 60 rank-steps of full rows
     label = browser.eval("document.querySelector('[data-testid=heatmap]').getAttribute('aria-label')")
     assert label.startswith(f"Heatmap of 256 rank rows by {len(hm['columns'])} step columns"), label
-    assert label.endswith("incidents on rank 700 (diagnosis)"), label
+    assert label.endswith("incidents on rank 700 (straggler)"), label
     # The table lists every rank, 100 at a time.
     assert browser.count("[data-testid=rank-table] tbody tr") == 100
     browser.click("[data-testid=ranks-show-all]")
