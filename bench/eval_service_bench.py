@@ -23,7 +23,6 @@ import hashlib
 import json
 import os
 import pathlib
-import re
 import signal
 import statistics
 import subprocess
@@ -31,6 +30,8 @@ import sys
 import tempfile
 import time
 import urllib.request
+
+from procs import wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -45,18 +46,6 @@ def http(url: str, body=None):
     req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
-
-
-def wait_for(path: pathlib.Path, pattern: str, proc: subprocess.Popen, timeout: float = 30) -> re.Match:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = re.search(pattern, path.read_text(errors="replace"))
-        if m:
-            return m
-        if proc.poll() is not None:
-            sys.exit(f"eval_service_bench: {' '.join(proc.args[:2])} exited:\n{path.read_text()}")
-        time.sleep(0.02)
-    sys.exit(f"eval_service_bench: timed out waiting for /{pattern}/ in {path}")
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -101,8 +90,8 @@ def main() -> int:
     try:
         serve, serve_log = start("serve", ["serve", "--store", store, "--create", "--port", "0", "--workers", "tcp://127.0.0.1:0",
                                            "--suites", str(suite)])
-        api = "http://127.0.0.1:" + wait_for(serve_log, r"on http://127\.0\.0\.1:(\d+)/v1/", serve).group(1)
-        endpoint = wait_for(serve_log, r"workers connect to (tcp://\S+)", serve).group(1)
+        api = "http://127.0.0.1:" + wait_for(serve_log, r"on http://127\.0\.0\.1:(\d+)/v1/", serve, 30, "eval_service_bench").group(1)
+        endpoint = wait_for(serve_log, r"workers connect to (tcp://\S+)", serve, 30, "eval_service_bench").group(1)
         for i in range(a.workers):
             start(f"worker-{i}", ["eval", "worker", "--runner", "instant", "--connect", endpoint, "--id", f"bench-w{i}",
                                   "--slots", str(a.slots), "--memory", "1GiB"])

@@ -27,16 +27,15 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import pathlib
-import re
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
+
+from procs import stop, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_STORE = pathlib.Path("/work/wt/portal-store/portal.db")
@@ -125,18 +124,6 @@ def build_store(a, store: pathlib.Path, runs: list[dict]) -> float:
     return elapsed
 
 
-def wait_for(path: pathlib.Path, pattern: str, proc: subprocess.Popen, timeout: float = 60) -> re.Match:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = re.search(pattern, path.read_text(errors="replace"))
-        if m:
-            return m
-        if proc.poll() is not None:
-            sys.exit(f"portal_api: runlens serve exited:\n{path.read_text()}")
-        time.sleep(0.02)
-    sys.exit(f"portal_api: timed out waiting for /{pattern}/ in {path}")
-
-
 class Client:
     """One keep-alive HTTP connection."""
 
@@ -166,7 +153,6 @@ def q(s: str) -> str:
 
 def calls(pick64: list[dict], pick1024: list[dict], all_runs: list[dict]) -> list[tuple[str, str, object]]:
     """(page, call label, function run -> path); each call alternates over the picked 64- and 1024-rank runs."""
-    exp, model = all_runs[0]["experimentId"], all_runs[0]["modelId"]
 
     def mid(r):
         return r["faultStep"]
@@ -265,7 +251,7 @@ def main() -> int:
     results = []
     errors = 0
     try:
-        port = int(wait_for(log, r"http://127\.0\.0\.1:(\d+)/", serve).group(1))
+        port = int(wait_for(log, r"http://127\.0\.0\.1:(\d+)/", serve, 60, "portal_api").group(1))
         client = Client(port)
         print(f"{a.n} calls each, alternating over {len(mix)} runs "
               f"({', '.join(r['runId'] for r in mix)}), one keep-alive client\n", flush=True)
@@ -300,13 +286,7 @@ def main() -> int:
                   flush=True)
             results.append({"page": page, "call": label, "p50Ms": p50, "p99Ms": p99, "maxMs": mx, "maxKiB": kib})
     finally:
-        if serve.poll() is None:
-            serve.send_signal(signal.SIGINT)
-        try:
-            serve.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            serve.kill()
-            serve.wait()
+        stop(serve)
         subprocess.run(["rm", "-rf", str(tmp)])
     timed = [r for r in results if "p99Ms" in r]
     slow = [r["call"] for r in timed if r["p99Ms"] >= 100]

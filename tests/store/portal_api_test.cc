@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "server/serve.h"
+#include "tests/store/api_client.h"
 #include "tests/store/store_scenarios.h"
 
 using namespace runlens;
@@ -72,43 +73,6 @@ const PortalStore& portal_store() {
   return s;
 }
 
-struct Api {
-  Api() : server(api::ServeOptions{url_of(portal_store().db), "127.0.0.1", 0}) {
-    std::string error;
-    REQUIRE_MESSAGE(server.start(&error), error);
-    client = std::make_unique<httplib::Client>("127.0.0.1", server.port());
-  }
-  std::pair<int, json::Value> get(const std::string& path) {
-    auto res = client->Get(path.c_str());
-    REQUIRE_MESSAGE(res, "no answer for " << path);
-    CHECK(res->get_header_value("Content-Type") == "application/json");
-    return {res->status, parse_json(res->body)};
-  }
-  json::Value ok(const std::string& path) {
-    auto [status, body] = get(path);
-    REQUIRE_MESSAGE(status == 200, path << " -> " << status);
-    return body;
-  }
-  // The status and error message of a request that must fail.
-  std::pair<int, std::string> error(const std::string& path) {
-    auto [status, body] = get(path);
-    const json::Value* e = body.find("error");
-    REQUIRE_MESSAGE(e, path << " has no error");
-    return {status, e->text};
-  }
-  api::ApiServer server;
-  std::unique_ptr<httplib::Client> client;
-};
-
-const json::Value& at(const json::Value& v, const char* key) {
-  const json::Value* f = v.find(key);
-  REQUIRE_MESSAGE(f, "no key " << key);
-  return *f;
-}
-double number(const json::Value& v, const char* key) { return at(v, key).number; }
-std::string str(const json::Value& v, const char* key) { return at(v, key).text; }
-bool is_null(const json::Value& v, const char* key) { return at(v, key).type == json::Value::Type::kNull; }
-
 const json::Value& run_entry(const json::Value& runs, const std::string& id) {
   for (const auto& r : at(runs, "runs").items)
     if (str(r, "runId") == id) return r;
@@ -119,7 +83,7 @@ const json::Value& run_entry(const json::Value& runs, const std::string& id) {
 }  // namespace
 
 TEST_CASE("GET /v1/runs carries loss, MFU, throughput, incidents and GPUs, filtered by q, since and until") {
-  Api api;
+  Api api(portal_store().db);
   auto all = api.ok("/v1/runs");
   CHECK(number(all, "count") == 3);
   const auto& t = run_entry(all, "thermal-13");
@@ -153,7 +117,7 @@ TEST_CASE("GET /v1/runs carries loss, MFU, throughput, incidents and GPUs, filte
 }
 
 TEST_CASE("GET /v1/runs/{runId}/report is the failure page of runlens report --format json") {
-  Api api;
+  Api api(portal_store().db);
   auto page = api.ok("/v1/runs/nan-run/report");
   CHECK(str(page, "runId") == "nan-run");
   CHECK(str(page, "status") == "FAILED");
@@ -165,7 +129,7 @@ TEST_CASE("GET /v1/runs/{runId}/report is the failure page of runlens report --f
 }
 
 TEST_CASE("GET /v1/runs/{runId}/heatmap: the throttled rank's bucket is hottest after step 100, at step resolution") {
-  Api api;
+  Api api(portal_store().db);
   auto h = api.ok("/v1/runs/thermal-13/heatmap?maxRanks=16&maxSteps=400");
   CHECK(number(h, "rankBucket") == 4);
   const auto& rows = at(h, "rows").items;
@@ -219,7 +183,7 @@ TEST_CASE("GET /v1/runs/{runId}/heatmap: the throttled rank's bucket is hottest 
 }
 
 TEST_CASE("GET /v1/runs/{runId}/heatmap of 1024 ranks with maxRanks=256 has 256 rows of 4 ranks") {
-  Api api;
+  Api api(portal_store().db);
   auto h = api.ok("/v1/runs/wide-1024/heatmap?maxRanks=256");
   CHECK(number(h, "ranks") == 1024);
   CHECK(number(h, "rankBucket") == 4);
@@ -235,7 +199,7 @@ TEST_CASE("GET /v1/runs/{runId}/heatmap of 1024 ranks with maxRanks=256 has 256 
 }
 
 TEST_CASE("GET /v1/runs/{runId}/ranks/{rank}: the throttled GPU's temperature rises and its clock falls at step 100") {
-  Api api;
+  Api api(portal_store().db);
   auto d = api.ok("/v1/runs/thermal-13/ranks/13");
   CHECK(number(d, "rank") == 13);
   CHECK(str(d, "node") == "gpu-node-1");
@@ -293,7 +257,7 @@ TEST_CASE("GET /v1/runs/{runId}/ranks/{rank}: the throttled GPU's temperature ri
 }
 
 TEST_CASE("GET /v1/runs/{runId}/gpus: every GPU of the run from the rollups, the throttled one hottest") {
-  Api api;
+  Api api(portal_store().db);
   auto g = api.ok("/v1/runs/thermal-13/gpus");
   REQUIRE(g.items.size() == 64);
   const json::Value* hot = nullptr;
@@ -322,7 +286,7 @@ TEST_CASE("GET /v1/runs/{runId}/gpus: every GPU of the run from the rollups, the
 }
 
 TEST_CASE("GET /v1/search finds a run by job id, node, GPU, checkpoint and run id prefix") {
-  Api api;
+  Api api(portal_store().db);
   auto find = [&](const std::string& q, const std::string& type) -> json::Value {
     auto res = api.ok("/v1/search?q=" + q);
     std::string decoded = q;
@@ -352,7 +316,7 @@ TEST_CASE("GET /v1/search finds a run by job id, node, GPU, checkpoint and run i
 }
 
 TEST_CASE("GET /v1/runs/{runId}/steps: breakdownMs per step, and maxPoints buckets that keep the NaN step") {
-  Api api;
+  Api api(portal_store().db);
   auto full = api.ok("/v1/runs/nan-run/steps?fromStep=1&toStep=200");
   const auto& rows = at(full, "steps").items;
   REQUIRE(rows.size() == 200);
@@ -396,7 +360,7 @@ TEST_CASE("GET /v1/runs/{runId}/steps: breakdownMs per step, and maxPoints bucke
 }
 
 TEST_CASE("the portal routes answer 404 for an unknown run and 400 for bad parameters, with the message") {
-  Api api;
+  Api api(portal_store().db);
   for (const char* path :
        {"/v1/runs/nope/heatmap", "/v1/runs/nope/gpus", "/v1/runs/nope/report", "/v1/runs/nope/steps"}) {
     CHECK(api.error(path) == std::pair<int, std::string>{404, "unknown run 'nope'"});

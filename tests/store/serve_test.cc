@@ -9,44 +9,13 @@
 
 #include <cstdlib>
 
+#include "tests/store/api_client.h"
 #include "tests/store/store_scenarios.h"
 
 using namespace runlens;
 using namespace runlens::testing;
 
-namespace {
-
-struct Api {
-  explicit Api(const std::string& db) : server(api::ServeOptions{url_of(db), "127.0.0.1", 0}) {
-    std::string error;
-    REQUIRE_MESSAGE(server.start(&error), error);
-    client = std::make_unique<httplib::Client>("127.0.0.1", server.port());
-  }
-  // Status and parsed body; every answer, errors included, is JSON.
-  std::pair<int, json::Value> get(const std::string& path) {
-    auto res = client->Get(path.c_str());
-    REQUIRE_MESSAGE(res, "no answer for " << path);
-    CHECK(res->get_header_value("Content-Type") == "application/json");
-    return {res->status, parse_json(res->body)};
-  }
-  json::Value ok(const std::string& path) {
-    auto [status, body] = get(path);
-    REQUIRE_MESSAGE(status == 200, path << " -> " << status);
-    return body;
-  }
-  api::ApiServer server;
-  std::unique_ptr<httplib::Client> client;
-};
-
-const json::Value& at(const json::Value& v, const char* key) {
-  const json::Value* f = v.find(key);
-  REQUIRE_MESSAGE(f, "no key " << key);
-  return *f;
-}
-std::string str(const json::Value& v, const char* key) { return at(v, key).text; }
-double number(const json::Value& v, const char* key) { return at(v, key).number; }
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("GET /v1/runs lists the replayed runs, filtered by experiment, model and status") {
   Api api(scenarios().db);
