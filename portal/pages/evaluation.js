@@ -64,8 +64,8 @@ export default {
         e.modelVersion ? link(modelVersionHref(e.modelVersion), e.modelVersion, { 'data-testid': 'evaluation-model-version' }) : '—',
         e.cachedFrom ? [' · served from the cache of ', link(evaluationHref(e.cachedFrom), e.cachedFrom)] : null,
       ),
-      e.error ? el('p', { class: 'error', role: 'alert', 'data-testid': 'evaluation-error' }, e.error) : null,
     );
+    if (e.error) root.append(el('p', { class: 'error', role: 'alert', 'data-testid': 'evaluation-error' }, e.error));
 
     const p = e.progress || {};
     root.append(
@@ -179,7 +179,7 @@ export default {
                   el(
                     'tr',
                     {},
-                    el('td', {}, fmt.int(i.item)),
+                    el('td', {}, fmt.text(i.item)),
                     el('td', {}, fmt.int(i.shard)),
                     el('td', {}, fmt.int(i.attempt)),
                     scoreNames.map((n) => el('td', {}, fmt.num((i.scores || {})[n]))),

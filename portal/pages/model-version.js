@@ -183,22 +183,26 @@ export default {
     if (!evaluations.length) return say('No evaluation of this version yet: nothing to compare.');
     const prod = await productionVersion(model, version);
     if (!prod) return say(`${model} has no production version to compare with.`);
-    const x = await api(`${base}/explain`);
+    // Still refused (e.g. no evaluation of a suite both have): said in the section, the rest of the page stands.
+    let x;
+    try {
+      x = await api(`${base}/explain`);
+    } catch (err) {
+      return say(`No regression walk: ${err.message}`);
+    }
+    const walk = x.walk || [];
     explain.append(
       el('p', {}, 'Against the production version ', link(modelVersionHref(x.baseline || prod), x.baseline || prod, { 'data-testid': 'mv-explain-baseline' }), ':'),
       el('ul', { 'data-testid': 'mv-explain-conclusion' }, (x.conclusion || []).map((c) => el('li', {}, c))),
-      (x.walk || []).length
-        ? el(
-            'details',
-            {},
-            el('summary', {}, 'The walk'),
-            el(
-              'ol',
-              { class: 'walk', 'data-testid': 'mv-explain-walk' },
-              x.walk.map((w) => el('li', {}, el('span', { class: 'level' }, w.level), ' ', el('strong', {}, w.id), ': ', w.summary)),
-            ),
-          )
-        : null,
+    );
+    if (!walk.length) return;
+    explain.append(
+      el(
+        'details',
+        {},
+        el('summary', {}, 'The walk'),
+        el('ol', { class: 'walk', 'data-testid': 'mv-explain-walk' }, walk.map((w) => el('li', {}, el('span', { class: 'level' }, w.level), ' ', el('strong', {}, w.id), ': ', w.summary))),
+      ),
     );
   },
 };

@@ -105,11 +105,16 @@ def eval_portal(tmp_path_factory):
                                                       "benchmarkSuite": "safety-refusals-v1"})
             ep.evaluations[(v, "safety-refusals-v1")] = sub["evaluationId"]
 
+        # A model of one version, never promoted: no production version to walk against.
+        solo = ep.call("POST", "/v1/checkpoints", {"checkpointId": "ck-solo", "sha256": "3" * 64, "modelVersion": "digits-solo:v1",
+                                                    "runId": "eval-train", "step": 60, "uri": f"file://{tmp}/solo.pt"})
+        ep.evaluations[("solo", "digits-heldout-v1")] = solo["evaluations"][0]["evaluationId"]
+
         def all_done():
             evs = ep.call("GET", "/v1/evaluations")["evaluations"]
-            return len(evs) == 4 and all(e["status"] in TERMINAL for e in evs)
+            return len(evs) == 5 and all(e["status"] in TERMINAL for e in evs)
 
-        _wait(all_done, 30, "the four evaluations did not end", log_path)
+        _wait(all_done, 30, "the five evaluations did not end", log_path)
         ev = ep.evaluations
         ep.gates["digits-v2"] = ep.call("POST", "/v1/gates/evaluate", {"policy": "digits-release", "candidate": ev[("v2", "digits-heldout-v1")],
                                                                         "baseline": ev[("v1", "digits-heldout-v1")]})
@@ -137,7 +142,7 @@ def test_the_evaluations_table_lists_them_with_status_and_metrics_and_filters(ev
     listed = ep.call("GET", "/v1/evaluations")["evaluations"]
     browser.goto(ep.at("#/evaluations"))
     assert browser.attr("[data-testid=nav-evaluations]", "aria-current") == "page"
-    assert browser.count("[data-testid=evaluations-table] tbody tr") == 4
+    assert browser.count("[data-testid=evaluations-table] tbody tr") == 5
     digits_v2 = ep.evaluations[("v2", "digits-heldout-v1")]
     row = f"[data-testid=evaluation-row-{digits_v2}]"
     assert browser.attr(row, "data-status") == "COMPLETED"
@@ -199,10 +204,11 @@ def test_the_evaluation_page_shows_the_apis_metrics_provenance_shards_items_and_
     browser.click("[data-testid=evaluation-items] summary")
     items = ep.call("GET", f"/v1/evaluations/{ev_id}/items?limit=100")["items"]
     got = rows(browser, "[data-testid=items-table]")
-    assert len(got) == len(items) == 100 and [int(r[0].replace(",", "")) for r in got] == [i["item"] for i in items]
+    assert len(got) == len(items) == 100 and [int(r[0]) for r in got] == [i["item"] for i in items]
     # The scheduler's decisions, the gate decided on it among them.
     why = browser.text("[data-testid=why-decisions]")
     assert "went to worker i-1" in why and ep.gates["digits-v2"]["gateId"] in why, why
+    assert browser.count("[data-testid=evaluation-error]") == 0 and "null" not in browser.text("main"), browser.text("main")[:400]
     browser.screenshot("evaluation")
     # The model version link leads to its page.
     browser.click("[data-testid=evaluation-model-version]")
@@ -251,6 +257,12 @@ def test_the_model_version_page_shows_evaluations_gates_audit_and_the_walk(eval_
     assert browser.text("[data-testid=mv-explain-note]") == f"{MODEL}:v1 is the production version: there is no baseline to walk from."
     assert browser.count("[data-testid=mv-explain-conclusion]") == 0
     browser.screenshot("model-version-v1")
+
+    # A model with no production version: a sentence, and no request that fails (the browser fixture checks).
+    browser.goto(ep.at("#/models/digits-solo/versions/v1"))
+    assert browser.text("[data-testid=mv-explain-note]") == "digits-solo has no production version to compare with."
+    assert browser.text("[data-testid=mv-no-gates]") == "No gate decision for this version."
+    assert browser.count("[data-testid=mv-evaluations-table] tbody tr") == 1
 
 
 def test_search_results_of_evaluations_and_model_versions_link_to_their_pages(eval_portal, browser):
