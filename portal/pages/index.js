@@ -7,3 +7,6 @@ export { default as timeline } from './timeline.js';
 export { default as ranks } from './ranks.js';
 export { default as compare } from './compare.js';
 export { default as lineage } from './lineage.js';
+export { default as evaluations } from './evaluations.js';
+export { default as evaluation } from './evaluation.js';
+export { default as modelVersion } from './model-version.js';

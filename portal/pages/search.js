@@ -6,6 +6,11 @@ import { api, el, link, runHref } from '../app.js';
 // Where a match of each type is shown best.
 function target(m) {
   if (m.type === 'run') return runHref(m.id);
+  if (m.type === 'evaluation') return `#/evaluations/${encodeURIComponent(m.id)}`;
+  if (m.type === 'model_version' && m.id.lastIndexOf(':') > 0) {
+    const i = m.id.lastIndexOf(':');
+    return `#/models/${encodeURIComponent(m.id.slice(0, i))}/versions/${encodeURIComponent(m.id.slice(i + 1))}`;
+  }
   return `#/lineage/${encodeURIComponent(m.id)}`;
 }
 
