@@ -10,3 +10,4 @@ export { default as lineage } from './lineage.js';
 export { default as evaluations } from './evaluations.js';
 export { default as evaluation } from './evaluation.js';
 export { default as modelVersion } from './model-version.js';
+export { default as gates } from './gates.js';

@@ -276,3 +276,18 @@ def test_search_results_of_evaluations_and_model_versions_link_to_their_pages(ev
     browser.wait(f"location.hash === '#/models/{MODEL}/versions/v1'")
     browser.wait_ready()
     assert browser.text("[data-testid=mv-id]") == f"{MODEL}:v1"
+
+
+def test_the_gates_page_lists_the_loaded_policies_and_their_metrics(eval_portal, browser):
+    ep = eval_portal
+    gates = ep.call("GET", "/v1/gates")
+    assert {g["name"] for g in gates["gates"]} == {"digits-release", "safety-release"}, gates
+    browser.goto(ep.at("#/gates"))
+    assert browser.count("[data-testid=gate-row]") == len(gates["gates"])
+    for g in gates["gates"]:
+        row = f"[data-testid=gate-row][data-gate={g['name']}]"
+        assert browser.text(f"{row} [data-testid=gate-metrics]") == ", ".join(g["metrics"])
+        assert g["suite"] in browser.text(row)
+    assert browser.count("[data-testid=gate-problems-none]") == 1  # every shipped gate file loads
+    assert browser.eval("document.querySelector('[data-testid=nav-gates]').getAttribute('aria-current')") == "page"
+    browser.screenshot("gates")
