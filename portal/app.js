@@ -90,6 +90,12 @@ export function svg(tag, attrs, ...children) {
   return build(document.createElementNS(SVG_NS, tag), attrs, children);
 }
 
+// Links a page's own stylesheet once (its URL, e.g. new URL('./views.css', import.meta.url).href).
+export function useStylesheet(href) {
+  if ([...document.querySelectorAll('link[rel=stylesheet]')].some((l) => l.href === href)) return;
+  document.head.append(el('link', { rel: 'stylesheet', href }));
+}
+
 // <a href> with text; attrs as el().
 export function link(href, text, attrs = {}) {
   return el('a', { ...attrs, href }, text);

@@ -1,15 +1,10 @@
 // Shared by the evaluation pages (evaluations.js, evaluation.js,
 // model-version.js): their links, the PASS/FAIL badge of a gate decision, a
 // metric with its interval, and their stylesheet (pages/eval.css).
-import { el, fmt, num } from '../app.js';
+import { el, fmt, num, useStylesheet } from '../app.js';
 
 export function useEvalStyle() {
-  if (document.getElementById('eval-css')) return;
-  const l = document.createElement('link');
-  l.id = 'eval-css';
-  l.rel = 'stylesheet';
-  l.href = new URL('./eval.css', import.meta.url).href;
-  document.head.append(l);
+  useStylesheet(new URL('./eval.css', import.meta.url).href);
 }
 
 export function evaluationHref(id) {

@@ -108,6 +108,17 @@ def stop(proc):
         proc.wait()
 
 
+def wait_until(cond, timeout, what, log_path):
+    """cond()'s first truthy answer, polled every 50 ms; fails with `what` and the log's tail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.05)
+    raise AssertionError(f"{what} within {timeout} s; log {log_path}:\n{pathlib.Path(log_path).read_text()[-3000:]}")
+
+
 @pytest.fixture
 def dead_endpoint():
     return f"tcp://127.0.0.1:{free_tcp_port()}"

@@ -16,7 +16,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import BUILD_DIR, REPO
+from conftest import BUILD_DIR, REPO, wait_until
 from eval_worker_support import WorkerProcess, train_digits_checkpoint
 
 from runlens.eval import code, datasets, evaluators as E, metrics, models
@@ -71,13 +71,7 @@ class Serve:
         return self.call("POST", "/v1/evaluations", {"modelVersion": model_version, "checkpointId": ck_id, "benchmarkSuite": suite})
 
     def wait(self, cond, timeout, what):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = cond()
-            if got:
-                return got
-            time.sleep(0.05)
-        raise AssertionError(f"{what} within {timeout} s; service log:\n{self.log_path.read_text()[-3000:]}")
+        return wait_until(cond, timeout, what, self.log_path)
 
     def finished(self, ev_id, timeout=90):
         return self.wait(lambda: (lambda e: e if e["status"] in TERMINAL else None)(self.call("GET", f"/v1/evaluations/{ev_id}")),

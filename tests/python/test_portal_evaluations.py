@@ -16,13 +16,13 @@ none. Every process is stopped by its PID when the module ends."""
 import json
 import re
 import subprocess
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 from conftest import stop
+from conftest import wait_until
 from portal_fixtures import REPO, runlens_binary
 
 TERMINAL = ("COMPLETED", "FAILED", "PARTIAL", "CACHED")
@@ -53,16 +53,6 @@ class EvalPortal:
             raise AssertionError(f"{method} {path}: {e.code} {e.read().decode()}") from None
 
 
-def _wait(cond, timeout, what, log):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.05)
-    pytest.fail(f"{what} within {timeout} s; serve log:\n{log.read_text()[-3000:]}")
-
-
 @pytest.fixture(scope="module")
 def eval_portal(tmp_path_factory):
     binary = str(runlens_binary())
@@ -91,7 +81,7 @@ def eval_portal(tmp_path_factory):
             p = re.search(r"portal: (http://127\.0\.0\.1:\d+/)\n", text)
             return (w.group(1), a.group(1), p.group(1)) if w and a and p else None
 
-        endpoint, api, portal_url = _wait(started_up, 30, "runlens serve did not print its addresses", log_path)
+        endpoint, api, portal_url = wait_until(started_up, 30, "runlens serve did not print its addresses", log_path)
         with open(tmp / "worker.log", "w") as wlog:
             started.append(subprocess.Popen([binary, "eval", "worker", "--runner", "instant", "--connect", endpoint, "--id", "i-1"],
                                             cwd=tmp, stdout=wlog, stderr=subprocess.STDOUT))
@@ -114,7 +104,7 @@ def eval_portal(tmp_path_factory):
             evs = ep.call("GET", "/v1/evaluations")["evaluations"]
             return len(evs) == 5 and all(e["status"] in TERMINAL for e in evs)
 
-        _wait(all_done, 30, "the five evaluations did not end", log_path)
+        wait_until(all_done, 30, "the five evaluations did not end", log_path)
         ev = ep.evaluations
         ep.gates["digits-v2"] = ep.call("POST", "/v1/gates/evaluate", {"policy": "digits-release", "candidate": ev[("v2", "digits-heldout-v1")],
                                                                         "baseline": ev[("v1", "digits-heldout-v1")]})
