@@ -96,7 +96,7 @@ def build_store(a, store: pathlib.Path, runs: list[dict]) -> float:
         synth = [a.runlens, "synth", "--out", str(rec), "--run-id", run["runId"], "--ranks", str(run["ranks"]),
                  "--steps", str(run["steps"]), "--seed", str(run["seed"]), "--fault", run["spec"],
                  "--experiment-id", run["experimentId"], "--job-id", run["jobId"], "--model-id", run["modelId"],
-                 "--model-version", run["modelVersion"]]
+                 "--model-version", run["modelVersion"], "--node-prefix", node_prefix(run)]
         for kv in run["config"]:
             synth += ["--config", kv]
         if run["fault"] == "oom":
@@ -147,6 +147,11 @@ class Client:
         raise AssertionError("unreachable")
 
 
+def node_prefix(run: dict) -> str:
+    """Each run on its own nodes, as concurrent jobs on a fleet: GPU and node samples name a node, not a run."""
+    return f"{run['runId']}-node-"
+
+
 def q(s: str) -> str:
     return urllib.parse.quote(s, safe="")
 
@@ -164,7 +169,7 @@ def calls(pick64: list[dict], pick1024: list[dict], all_runs: list[dict]) -> lis
         ("Runs", "/v1/runs?q=SUBSTR", lambda r: f"/v1/runs?q={q(r['runId'][-8:])}"),
         ("Runs", "/v1/runs?since=NS", lambda r: "/v1/runs?since=1&limit=100"),
         ("Search", "/v1/search?q=RUN", lambda r: f"/v1/search?q={q(r['runId'])}"),
-        ("Search", "/v1/search?q=NODE", lambda r: "/v1/search?q=gpu-node-1"),
+        ("Search", "/v1/search?q=NODE", lambda r: f"/v1/search?q={q(node_prefix(r))}1"),
         ("Run", "/v1/runs/ID", lambda r: f"/v1/runs/{q(r['runId'])}"),
         ("Run", "/v1/runs/ID/steps?maxPoints=1000", lambda r: f"/v1/runs/{q(r['runId'])}/steps?maxPoints=1000"),
         ("Run", "/v1/runs/ID/steps?limit=1000", lambda r: f"/v1/runs/{q(r['runId'])}/steps?limit=1000"),
@@ -184,7 +189,7 @@ def calls(pick64: list[dict], pick1024: list[dict], all_runs: list[dict]) -> lis
         ("Compare", "/v1/runs/compare?left&right", lambda r: f"/v1/runs/compare?left={q(r['runId'])}&right={q(r['pair'])}"),
         ("Lineage", "/v1/lineage/RUN", lambda r: f"/v1/lineage/{q(r['runId'])}"),
         ("Lineage", "/v1/lineage/EXPERIMENT", lambda r: f"/v1/lineage/{q(r['experimentId'])}"),
-        ("Lineage", "/v1/lineage/NODE", lambda r: "/v1/lineage/gpu-node-1"),
+        ("Lineage", "/v1/lineage/NODE", lambda r: f"/v1/lineage/{q(node_prefix(r))}1"),
     ]
 
 
