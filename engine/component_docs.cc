@@ -89,7 +89,7 @@ std::string contract_markdown() {
       case FieldType::kCONFIG:
         return "object: string -> number or string";
       case FieldType::kRANKS:
-        return "list of {rank, node, gpu}";
+        return "list of {rank, node, gpu, gpu_model, node_type}";
       case FieldType::kVALUE:
         return "number or string";
     }

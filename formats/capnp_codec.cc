@@ -56,11 +56,18 @@ void put_ranks(capnp::List<wire::RankEntry>::Builder b, const RankList& l) {
     b[i].setRank(l[i].rank);
     b[i].setNode(text(l[i].node));
     b[i].setGpu(l[i].gpu);
+    if (!l[i].gpu_model.empty()) b[i].setGpuModel(text(l[i].gpu_model));
+    if (!l[i].node_type.empty()) b[i].setNodeType(text(l[i].node_type));
   }
 }
 void get_ranks(capnp::List<wire::RankEntry>::Reader r, RankList* l) {
   l->clear();
-  for (auto e : r) l->push_back(RankPlacement{e.getRank(), Symbol::intern(view(e.getNode())), e.getGpu()});
+  for (auto e : r) {
+    RankPlacement p{e.getRank(), Symbol::intern(view(e.getNode())), e.getGpu()};
+    if (e.hasGpuModel()) p.gpu_model = Symbol::intern(view(e.getGpuModel()));
+    if (e.hasNodeType()) p.node_type = Symbol::intern(view(e.getNodeType()));
+    l->push_back(p);
+  }
 }
 
 #define ENC_I32(bld, C, v) bld.set##C(v)

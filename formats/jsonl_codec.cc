@@ -86,12 +86,14 @@ bool decode_CONFIG(const Value& v, ConfigMap* out, std::string* why) {
   return true;
 }
 bool decode_RANKS(const Value& v, RankList* out, std::string* why) {
-  if (v.type != JT::kArray) return *why = "expected a list of {rank, node, gpu}, got " + got(v), false;
+  if (v.type != JT::kArray)
+    return *why = "expected a list of {rank, node, gpu}, got " + got(v), false;
   out->clear();
   for (size_t i = 0; i < v.items.size(); ++i) {
     const Value& item = v.items[i];
     std::string at = "item " + std::to_string(i) + ": ";
-    if (item.type != JT::kObject) return *why = at + "expected an object {rank, node, gpu}", false;
+    if (item.type != JT::kObject)
+      return *why = at + "expected an object {rank, node, gpu}", false;
     RankPlacement p;
     const Value* rank = item.find("rank");
     if (!rank) return *why = at + "missing 'rank'", false;
@@ -101,6 +103,12 @@ bool decode_RANKS(const Value& v, RankList* out, std::string* why) {
     }
     if (const Value* g = item.find("gpu"); g && g->type != JT::kNull) {
       if (!decode_I32(*g, &p.gpu, why)) return *why = at + "gpu: " + *why, false;
+    }
+    if (const Value* m = item.find("gpu_model"); m && m->type != JT::kNull) {
+      if (!decode_SYM(*m, &p.gpu_model, why)) return *why = at + "gpu_model: " + *why, false;
+    }
+    if (const Value* t = item.find("node_type"); t && t->type != JT::kNull) {
+      if (!decode_SYM(*t, &p.node_type, why)) return *why = at + "node_type: " + *why, false;
     }
     out->push_back(p);
   }
@@ -185,6 +193,8 @@ void enc(json::Writer& w, const RankList& l) {
     w.begin_object().key("rank").integer(p.rank);
     if (!p.node.empty()) w.key("node").str(p.node.str());
     if (p.gpu >= 0) w.key("gpu").integer(p.gpu);
+    if (!p.gpu_model.empty()) w.key("gpu_model").str(p.gpu_model.str());
+    if (!p.node_type.empty()) w.key("node_type").str(p.node_type.str());
     w.end_object();
   }
   w.end_array();

@@ -84,7 +84,12 @@ uint64_t hash_of(uint64_t h, const ConfigMap& m) {
   return h;
 }
 uint64_t hash_of(uint64_t h, const RankList& l) {
-  for (const auto& p : l) h = hash_of(hash_of(hash_of(h, p.rank), p.node), p.gpu);
+  for (const auto& p : l) {
+    h = hash_of(hash_of(hash_of(h, p.rank), p.node), p.gpu);
+    // Mixed in only when present, so that a list without them hashes as it always did.
+    if (!p.gpu_model.empty()) h = hash_of(mix(h, 1), p.gpu_model);
+    if (!p.node_type.empty()) h = hash_of(mix(h, 2), p.node_type);
+  }
   return h;
 }
 

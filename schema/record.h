@@ -39,6 +39,8 @@ struct RankPlacement {
   int32_t rank = 0;
   Symbol node;
   int32_t gpu = -1;
+  Symbol gpu_model{};  // optional (empty: absent), e.g. "NVIDIA H100 80GB HBM3"
+  Symbol node_type{};  // optional (empty: absent), e.g. an instance type
   bool operator==(const RankPlacement&) const = default;
 };
 using RankList = std::vector<RankPlacement>;

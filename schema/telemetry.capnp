@@ -73,6 +73,8 @@ struct RankEntry {
   rank @0 :Int32;
   node @1 :Text;
   gpu @2 :Int32;
+  gpuModel @3 :Text;  # optional (empty: absent): the GPU's model name
+  nodeType @4 :Text;  # optional (empty: absent): the node's type (an instance type, a SKU)
 }
 
 struct RunStart {

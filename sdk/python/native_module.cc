@@ -319,6 +319,9 @@ class PyEmitter {
     d["invalid_events"] = s.invalid + invalid_events_.load(std::memory_order_relaxed);
     d["connect_error"] = s.connect_error.empty() ? py::none() : py::cast(s.connect_error);
     d["closed"] = s.closed;
+    d["host_sampler"] = s.host_sampler;
+    d["host_samples"] = s.host_samples;
+    d["host_read_errors"] = s.host_read_errors;
     return d;
   }
 
@@ -391,7 +394,7 @@ std::unique_ptr<PyEmitter> MakeEmitter(std::string endpoint, std::string run_id,
                                        std::string code_commit, std::optional<double> gpu_peak_flops,
                                        std::optional<double> model_flops_per_token, std::optional<py::list> ranks,
                                        py::object buffer_capacity, uint32_t batch_size, double flush_interval_ms,
-                                       int send_hwm, std::string cluster_id) {
+                                       int send_hwm, std::string cluster_id, std::optional<bool> host_samples) {
   EmitterOptions o;
   o.endpoint = std::move(endpoint);
   o.run_id = std::move(run_id);
@@ -423,12 +426,18 @@ std::unique_ptr<PyEmitter> MakeEmitter(std::string endpoint, std::string run_id,
         info.rank = d["rank"].cast<int32_t>();
         info.node = d.contains("node") ? py::str(d["node"]).cast<std::string>() : "";
         info.gpu = d.contains("gpu") ? d["gpu"].cast<int32_t>() : -1;
+        if (d.contains("gpu_model") && !d["gpu_model"].is_none()) info.gpu_model = py::str(d["gpu_model"]);
+        if (d.contains("node_type") && !d["node_type"].is_none()) info.node_type = py::str(d["node_type"]);
       } else {
         py::sequence t = py::reinterpret_borrow<py::sequence>(entry);
-        if (t.size() != 3) throw py::value_error("ranks: each entry is (rank, node, gpu)");
+        if (t.size() != 3 && t.size() != 5) {
+          throw py::value_error("ranks: each entry is (rank, node, gpu) or (rank, node, gpu, gpu_model, node_type)");
+        }
         info.rank = t[0].cast<int32_t>();
         info.node = py::str(t[1]).cast<std::string>();
         info.gpu = t[2].cast<int32_t>();
+        if (t.size() == 5 && !t[3].is_none()) info.gpu_model = py::str(t[3]);
+        if (t.size() == 5 && !t[4].is_none()) info.node_type = py::str(t[4]);
       }
       o.ranks.push_back(std::move(info));
     }
@@ -448,6 +457,7 @@ std::unique_ptr<PyEmitter> MakeEmitter(std::string endpoint, std::string run_id,
   if (!(flush_interval_ms >= 1.0)) flush_interval_ms = 1.0;
   o.flush_interval = std::chrono::milliseconds(static_cast<int64_t>(flush_interval_ms));
   o.send_hwm = send_hwm;
+  o.host_samples = host_samples;
   return std::make_unique<PyEmitter>(std::move(o));
 }
 
@@ -469,7 +479,9 @@ std::string SnakeCase(kj::StringPtr camel) {
 py::object ToPython(const capnp::DynamicValue::Reader& value);
 
 // Value: its union member; ConfigEntry lists become {key: value}; any other
-// struct without `present` (RankEntry) becomes a dict of all its fields.
+// struct without `present` (RankEntry) becomes a dict of all its fields but
+// the pointer fields that are not set (RankEntry's optional gpuModel and
+// nodeType: absent, not "").
 py::object StructToPython(const capnp::DynamicStruct::Reader& s) {
   const auto schema = s.getSchema();
   if (schema.getProto().getId() == capnp::typeId<wire::Value>()) {
@@ -481,6 +493,7 @@ py::object StructToPython(const capnp::DynamicStruct::Reader& s) {
   }
   py::dict d;
   for (auto field : schema.getFields()) {
+    if (!s.has(field)) continue;
     d[py::str(SnakeCase(field.getProto().getName()))] = ToPython(s.get(field));
   }
   return d;
@@ -616,7 +629,7 @@ PYBIND11_MODULE(_native, m) {
            py::arg("code_commit") = "", py::arg("gpu_peak_flops") = py::none(),
            py::arg("model_flops_per_token") = py::none(), py::arg("ranks") = py::none(),
            py::arg("buffer_capacity") = py::none(), py::arg("batch_size") = 256, py::arg("flush_interval_ms") = 50.0,
-           py::arg("send_hwm") = 64, py::arg("cluster_id") = "")
+           py::arg("send_hwm") = 64, py::arg("cluster_id") = "", py::arg("host_samples") = py::none())
       .def("emit", &PyEmitter::Emit, py::arg("type"), py::arg("fields"),
            "Queue one event; True when taken, False when dropped or invalid. Never raises.")
       .def("close", &PyEmitter::Close, py::arg("timeout_s"), py::arg("status") = "completed", py::arg("reason") = "")

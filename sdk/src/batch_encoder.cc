@@ -72,6 +72,8 @@ void EncodeRunStart(wire::RunStart::Builder out, const EmitterOptions& o) {
       list[i].setRank(o.ranks[i].rank);
       list[i].setNode(o.ranks[i].node);
       list[i].setGpu(o.ranks[i].gpu);
+      if (!o.ranks[i].gpu_model.empty()) list[i].setGpuModel(AsText(o.ranks[i].gpu_model));
+      if (!o.ranks[i].node_type.empty()) list[i].setNodeType(AsText(o.ranks[i].node_type));
     }
   }
   out.setPresent(present);
@@ -178,6 +180,20 @@ void EncodeEvent(wire::Occurrence::Builder out, const Slot& slot, const EmitterO
   if (b.present & p::occurrence::kNew) SetValue(out.initNew(), b.new_value, slot);
 }
 
+void EncodeNode(wire::Node::Builder out, const Slot& slot) {
+  const NodeBody& b = slot.node;
+  out.setPresent(b.present);
+  out.setNode(AsText(slot.Text(b.node)));
+  if (b.present & p::node::kCpuPct) out.setCpuPct(b.cpu_pct);
+  if (b.present & p::node::kMemUsedBytes) out.setMemUsedBytes(b.mem_used_bytes);
+  if (b.present & p::node::kMemTotalBytes) out.setMemTotalBytes(b.mem_total_bytes);
+  if (b.present & p::node::kCpuUserPct) out.setCpuUserPct(b.cpu_user_pct);
+  if (b.present & p::node::kCpuSystemPct) out.setCpuSystemPct(b.cpu_system_pct);
+  if (b.present & p::node::kCpuIowaitPct) out.setCpuIowaitPct(b.cpu_iowait_pct);
+  if (b.present & p::node::kCpuStealPct) out.setCpuStealPct(b.cpu_steal_pct);
+  if (b.present & p::node::kLoad1) out.setLoad1(b.load1);
+}
+
 void EncodeRunEnd(wire::RunEnd::Builder out, const Slot& slot, const EmitterOptions& o) {
   const RunEndBody& b = slot.run_end;
   uint32_t present = p::run_end::kRunId;
@@ -235,6 +251,9 @@ kj::Array<capnp::word> BatchEncoder::Encode(std::span<const Slot> slots, const B
         break;
       case SlotKind::kRunEnd:
         EncodeRunEnd(event.initRunEnd(), slot, options_);
+        break;
+      case SlotKind::kNode:
+        EncodeNode(event.initNode(), slot);
         break;
     }
   }

@@ -1,3 +1,5 @@
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -8,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -21,6 +24,7 @@
 #include "batch_encoder.h"
 #include "checkpoint_hasher.h"
 #include "event_ring.h"
+#include "host_sampler.h"
 #include "hub.h"
 #include "presence.h"
 #include "runlens/sdk.h"
@@ -88,6 +92,58 @@ std::string ProducerId(const EmitterOptions& o) {
   return o.run_id + "/" + std::to_string(o.rank) + "/" + (host[0] ? host : "host") + "/" + unique;
 }
 
+std::string HostName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == 0) return "localhost";
+  return host;
+}
+
+// The process's host sampler seat: one emitter of a process at a time (the
+// pid tells a fork child's inherited seat from its own).
+std::atomic<pid_t> g_sampler_pid{0};
+
+// Whether the emitter that asks may sample its host: LOCAL_RANK 0 or unset,
+// the process's seat free, and the host's lock file taken (held, through
+// `lock_fd`, until the emitter closes). Never throws.
+bool ElectHostSampler(const std::string& lock_path, int* lock_fd) noexcept {
+  if (const char* local = std::getenv("LOCAL_RANK");
+      local != nullptr && local[0] != 0 && std::strcmp(local, "0") != 0) {
+    return false;
+  }
+  pid_t free = 0;
+  const pid_t self = getpid();
+  if (!g_sampler_pid.compare_exchange_strong(free, self)) {
+    // A seat left by a parent process (fork) is free in the child.
+    if (free == self || !g_sampler_pid.compare_exchange_strong(free, self)) return false;
+  }
+  char path[512];
+  if (lock_path.empty()) {
+    std::snprintf(path, sizeof path, "/tmp/runlens-host-samples-%u.lock", static_cast<unsigned>(getuid()));
+  } else {
+    std::snprintf(path, sizeof path, "%s", lock_path.c_str());
+  }
+  const int fd = ::open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    *lock_fd = fd;
+    return true;
+  }
+  if (fd >= 0) ::close(fd);
+  g_sampler_pid.store(0);
+  return false;
+}
+
+bool HostSamplesWanted(const EmitterOptions& o) noexcept {
+  if (o.host_samples) return *o.host_samples;
+  const char* env = std::getenv("RUNLENS_HOST_SAMPLES");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}
+
+void LeaveHostSampler(int lock_fd) noexcept {
+  ::close(lock_fd);  // releases the flock
+  pid_t self = getpid();
+  g_sampler_pid.compare_exchange_strong(self, 0);
+}
+
 }  // namespace
 
 Priority PriorityOf(const Train& t) noexcept {
@@ -132,6 +188,19 @@ class Emitter::Impl final : public HubClient {
     // and are dropped, counted; Close() drains them.
     hub_ = Hub::Join(connect_error_);
     if (hub_ != nullptr) OpenSocket();
+    if (hub_ != nullptr && HostSamplesWanted(options_) && ElectHostSampler(options_.host_sample_lock, &host_lock_fd_)) {
+      try {
+        sampler_ = std::make_unique<HostSampler>();
+        host_node_ = options_.node.empty() ? HostName() : options_.node;
+        host_interval_ = std::max(options_.host_sample_interval, std::chrono::milliseconds(250));
+      } catch (...) {
+        sampler_.reset();
+      }
+      if (!sampler_) {
+        LeaveHostSampler(host_lock_fd_);
+        host_lock_fd_ = -1;
+      }
+    }
     if (options_.rank == 0) {
       Push(Priority::kP0, [](Slot& slot) { StartSlot(slot, SlotKind::kRunStart, std::nullopt); });
     }
@@ -230,6 +299,10 @@ class Emitter::Impl final : public HubClient {
       stopped_.store(true, std::memory_order_release);
     }
     clean_close_ = dropped_at_close_ == 0;
+    if (host_lock_fd_ >= 0) {
+      LeaveHostSampler(host_lock_fd_);
+      host_lock_fd_ = -1;
+    }
     // The last emitter of the process out terminates the shared context,
     // which waits for queued batches within the lingers set from the close
     // timeouts.
@@ -253,6 +326,9 @@ class Emitter::Impl final : public HubClient {
     s.invalid = invalid_.load(std::memory_order_relaxed);
     s.connect_error = connect_error_;  // written once, before the exporter starts
     s.closed = stopped_.load(std::memory_order_acquire);
+    s.host_sampler = sampler_ != nullptr;  // set in the constructor, never changed
+    s.host_samples = host_samples_.load(std::memory_order_relaxed);
+    s.host_read_errors = host_read_errors_.load(std::memory_order_relaxed);
     return s;
   }
 
@@ -395,7 +471,58 @@ class Emitter::Impl final : public HubClient {
   // when it wants to run again (kDone once shut down). While ZeroMQ refuses
   // a batch it is kept and retried, so the rings fill and new events are the
   // ones dropped.
-  SteadyClock::time_point Service(SteadyClock::time_point) noexcept override {
+  // The exporter's work (ServiceRings) and, on the host sampler, a host
+  // sample when one is due: queued before the rings are read, so it leaves
+  // in this call's batch.
+  SteadyClock::time_point Service(SteadyClock::time_point now) noexcept override {
+    if (sampler_ == nullptr) return ServiceRings();
+    if (!stop_.load(std::memory_order_acquire) && now >= next_sample_) {
+      SampleHost();
+      next_sample_ = now + host_interval_;
+    }
+    const SteadyClock::time_point due = ServiceRings();
+    return due == kDone ? kDone : std::min(due, next_sample_);
+  }
+
+  // One host sample into the P2 ring (pushed here, on the exporter thread:
+  // the rings take any number of producers). Counted like an emit.
+  void SampleHost() noexcept {
+    const HostSample s = sampler_->Sample();
+    host_read_errors_.store(sampler_->failed_reads(), std::memory_order_relaxed);
+    if (s.Empty()) return;
+    const size_t index = static_cast<size_t>(Priority::kP2);
+    const bool taken = rings_[index]->TryPush([&](Slot& slot) {
+      StartSlot(slot, SlotKind::kNode, std::nullopt);
+      NodeBody& b = slot.node;
+      b.present = p::node::kNode;
+      b.node = slot.PutText(host_node_);
+      if (s.cpu) {
+        b.present |= p::node::kCpuPct | p::node::kCpuUserPct | p::node::kCpuSystemPct | p::node::kCpuIowaitPct |
+                     p::node::kCpuStealPct;
+        b.cpu_pct = s.cpu->busy;
+        b.cpu_user_pct = s.cpu->user;
+        b.cpu_system_pct = s.cpu->system;
+        b.cpu_iowait_pct = s.cpu->iowait;
+        b.cpu_steal_pct = s.cpu->steal;
+      }
+      if (s.mem) {
+        b.present |= p::node::kMemUsedBytes | p::node::kMemTotalBytes;
+        b.mem_used_bytes = s.mem->used_bytes;
+        b.mem_total_bytes = s.mem->total_bytes;
+      }
+      if (s.load1) {
+        b.present |= p::node::kLoad1;
+        b.load1 = *s.load1;
+      }
+    });
+    if (taken) {
+      host_samples_.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      Reject(index);
+    }
+  }
+
+  SteadyClock::time_point ServiceRings() noexcept {
     static constexpr auto kClosingPoll = std::chrono::milliseconds(2);
     // A burst is shipped in slices, so one emitter cannot keep the others of
     // the process waiting: the hub calls it again at once.
@@ -550,6 +677,14 @@ class Emitter::Impl final : public HubClient {
   uint64_t hold_ids_ = 0;
   bool run_end_taken_ = false;
   uint64_t dropped_at_close_ = 0;
+
+  // Host samples: set in the constructor; the sampler is used on the exporter thread only.
+  std::unique_ptr<HostSampler> sampler_;
+  std::string host_node_;
+  std::chrono::milliseconds host_interval_{1000};
+  SteadyClock::time_point next_sample_{};
+  int host_lock_fd_ = -1;
+  std::atomic<uint64_t> host_samples_{0}, host_read_errors_{0};
 };
 
 Emitter::Emitter(EmitterOptions options)

@@ -47,6 +47,11 @@ inline constexpr uint32_t kKind = Bit(0), kRunId = Bit(1), kNode = Bit(2), kGpu 
                           kStep = Bit(5), kCode = Bit(6), kMessage = Bit(7), kKey = Bit(8), kOld = Bit(9),
                           kNew = Bit(10);
 }
+namespace node {
+inline constexpr uint32_t kNode = Bit(0), kCpuPct = Bit(1), kMemUsedBytes = Bit(2), kMemTotalBytes = Bit(3),
+                          kCpuUserPct = Bit(10), kCpuSystemPct = Bit(11), kCpuIowaitPct = Bit(12),
+                          kCpuStealPct = Bit(13), kLoad1 = Bit(14);
+}
 namespace run_end {
 inline constexpr uint32_t kRunId = Bit(0), kStatus = Bit(1), kReason = Bit(2);
 }

@@ -21,6 +21,7 @@ enum class SlotKind : uint8_t {
   kCheckpoint,
   kEvent,
   kRunEnd,
+  kNode,  // a host sample (host_sampler.h), queued by the exporter itself
 };
 
 // A text in the slot arena; size 0 means "none".
@@ -93,6 +94,13 @@ struct EventBody {
   ValueSlot old_value, new_value;
 };
 
+struct NodeBody {
+  uint32_t present;
+  TextRef node;
+  double cpu_pct, cpu_user_pct, cpu_system_pct, cpu_iowait_pct, cpu_steal_pct, load1;
+  int64_t mem_used_bytes, mem_total_bytes;
+};
+
 struct RunEndBody {
   TextRef status, reason;
 };
@@ -112,6 +120,7 @@ struct Slot {
     CheckpointBody checkpoint;
     EventBody event;
     RunEndBody run_end;
+    NodeBody node;
   };
   char text[kSlotTextBytes];
 

@@ -456,5 +456,37 @@ TEST_CASE("capnp: a tiny message cannot make the decoder produce millions of eve
   CHECK(d.rows.size() + d.issues.size() <= bytes.size() / 8);
 }
 
+TEST_CASE("capnp: rank entries' gpu_model and node_type cross the wire; absent ones are not written") {
+  const std::string line =
+      R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":2,"ranks":[{"rank":0,"node":"n0","gpu":0,)"
+      R"("gpu_model":"NVIDIA H100 80GB HBM3","node_type":"p5.48xlarge"},{"rank":1,"node":"n1","gpu":1}]})";
+  Record rec;
+  std::string why;
+  REQUIRE(jsonl::decode_record(line, &rec, &why));
+  const std::string bytes = encode_batch(&rec, 1);
+  Decoded d = decode(bytes);
+  REQUIRE(d.ok);
+  REQUIRE(d.rows.size() == 1u);
+  CHECK(jsonl::encode_record(d.rows[0]) == line);
+  const RunStart& s = d.rows[0].run_start();
+  REQUIRE(s.ranks.size() == 2u);
+  CHECK(s.ranks[0].gpu_model.str() == "NVIDIA H100 80GB HBM3");
+  CHECK(s.ranks[0].node_type.str() == "p5.48xlarge");
+  CHECK(s.ranks[1].gpu_model.empty());
+  CHECK(s.ranks[1].node_type.empty());
+  CHECK(content_hash(d.rows[0]) == content_hash(rec));
+
+  // On the wire: the entry without them has neither pointer set.
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(bytes.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data(), bytes.size());
+  capnp::FlatArrayMessageReader reader(words);
+  auto ranks = reader.getRoot<wire::Batch>().getEvents()[0].getRunStart().getRanks();
+  REQUIRE(ranks.size() == 2u);
+  CHECK(ranks[0].hasGpuModel());
+  CHECK(ranks[0].getNodeType() == "p5.48xlarge");
+  CHECK_FALSE(ranks[1].hasGpuModel());
+  CHECK_FALSE(ranks[1].hasNodeType());
+}
+
 }  // namespace
 }  // namespace runlens::capnpc

@@ -640,5 +640,48 @@ TEST_CASE("alerts: bad alert lines") {
   }
 }
 
+TEST_CASE("jsonl: rank entries' optional gpu_model and node_type round trip, and stay absent when not given") {
+  const std::string line =
+      R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":3,"ranks":[{"rank":0,"node":"n0","gpu":0,)"
+      R"("gpu_model":"NVIDIA H100 80GB HBM3","node_type":"p5.48xlarge"},{"rank":1,"node":"n1","gpu":0,)"
+      R"("gpu_model":"NVIDIA A100-SXM4-40GB"},{"rank":2,"node_type":"a2-highgpu-8g"}]})";
+  Record r = decode_ok(line);
+  const RunStart& s = r.run_start();
+  REQUIRE(s.ranks.size() == 3u);
+  CHECK(s.ranks[0].gpu_model.str() == "NVIDIA H100 80GB HBM3");
+  CHECK(s.ranks[0].node_type.str() == "p5.48xlarge");
+  CHECK(s.ranks[1].gpu_model.str() == "NVIDIA A100-SXM4-40GB");
+  CHECK(s.ranks[1].node_type.empty());
+  CHECK(s.ranks[2].gpu_model.empty());
+  CHECK(s.ranks[2].node_type.str() == "a2-highgpu-8g");
+  CHECK(s.ranks[2].node.empty());
+  CHECK(s.ranks[2].gpu == -1);
+  CHECK(encode_record(r) == line);
+
+  // null is absent; a record without them is written (and hashed) as before.
+  Record plain = decode_ok(
+      R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":1,"ranks":[{"rank":0,"node":"n0","gpu":0}]})");
+  Record nulls = decode_ok(
+      R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":1,"ranks":[{"rank":0,"node":"n0","gpu":0,"gpu_model":null,"node_type":null}]})");
+  CHECK(encode_record(nulls) == encode_record(plain));
+  CHECK(encode_record(plain) ==
+        R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":1,"ranks":[{"rank":0,"node":"n0","gpu":0}]})");
+  CHECK(content_hash(nulls) == content_hash(plain));
+  Record modelled = decode_ok(
+      R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":1,"ranks":[{"rank":0,"node":"n0","gpu":0,"gpu_model":"X"}]})");
+  CHECK(content_hash(modelled) != content_hash(plain));
+
+  Record bad;
+  std::string why;
+  CHECK_FALSE(decode_record(
+      R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":1,"ranks":[{"rank":0,"gpu_model":7}]})", &bad,
+      &why));
+  CHECK(why == "type 'run_start': field 'ranks': item 0: gpu_model: expected a string, got number");
+  CHECK_FALSE(decode_record(
+      R"({"type":"run_start","time_ns":1,"run_id":"r","world_size":1,"ranks":[{"rank":0,"node_type":[]}]})", &bad,
+      &why));
+  CHECK(why == "type 'run_start': field 'ranks': item 0: node_type: expected a string, got array");
+}
+
 }  // namespace
 }  // namespace runlens::jsonl

@@ -23,6 +23,12 @@ if not BUILD_DIR.is_absolute():
     BUILD_DIR = REPO / BUILD_DIR
 PYTHON_DIR = BUILD_DIR / "python"
 
+# The SDK's host samples (docs/sdk.md, "Host samples") carry this machine's
+# real load: off for every test and the processes they start, whose event
+# counts and alerts must not depend on it. A test of them turns them on.
+os.environ["RUNLENS_HOST_SAMPLES"] = "0"
+os.environ.pop("RUNLENS_NODE_TYPE", None)  # run_start's node_type only where a test sets it
+
 if not (PYTHON_DIR / "runlens" / "__init__.py").exists():
     raise RuntimeError(
         f"runlens Python package not found in {PYTHON_DIR}: build it first "

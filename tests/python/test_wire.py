@@ -111,7 +111,10 @@ def test_rank0_sends_run_start_and_run_end(collector):
         "code_commit": "abc123", "world_size": 4, "gpu_peak_flops": 989e12,
         "model_flops_per_token": 42e9,
         "config": {"lr": 1e-3, "optimizer": "adamw", "layers": 24.0},
-        "ranks": [{"rank": r, "node": f"node-{r // 2}", "gpu": r % 2} for r in range(4)],
+        # gpu_model only where this host has CUDA (entries on the emitter's node; test_sdk_ranks.py)
+        "ranks": [{"rank": r, "node": f"node-{r // 2}", "gpu": r % 2,
+                   **({"gpu_model": m} if (m := runlens._local_gpu_model(r % 2)) and r < 2 else {})}
+                  for r in range(4)],
         "cluster_id": "east-1",
     }
     assert without_envelope(ends[0]) == {"type": "run_end", "run_id": "r1", "status": "completed"}

@@ -159,6 +159,7 @@ TEST_CASE("sdk progress: an emitter with nothing to send carries its watermark f
   o.rank = 1;
   o.world_size = 2;
   o.flush_interval = std::chrono::milliseconds(10);
+  o.host_samples = false;  // its events are counted
   runlens::sdk::Emitter em(std::move(o));
   CHECK(em.emit(runlens::sdk::Step{.step = 1, .step_ms = 1.0}));
   const auto reported = std::chrono::system_clock::now().time_since_epoch();
@@ -188,6 +189,7 @@ TEST_CASE("sdk progress: a checkpoint being hashed holds the watermark at the ti
   o.rank = 1;
   o.world_size = 2;
   o.flush_interval = std::chrono::milliseconds(2);
+  o.host_samples = false;  // its events are counted
   runlens::sdk::Emitter em(std::move(o));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(em.checkpoint_saved(file.string(), 7));

@@ -60,6 +60,8 @@ struct RankInfo {
   int32_t rank = 0;
   std::string node;
   int32_t gpu = 0;
+  std::string gpu_model;  // empty: not sent (e.g. "NVIDIA H100 80GB HBM3")
+  std::string node_type;  // empty: not sent (e.g. a cloud instance type)
 };
 
 inline constexpr std::chrono::milliseconds kDefaultCloseTimeout{2000};
@@ -90,6 +92,19 @@ struct EmitterOptions {
   std::chrono::milliseconds flush_interval{50};  // longest a P1-P3 event waits in a ring
   int send_hwm = 64;                             // ZMQ_SNDHWM, in batches
   uint32_t checkpoint_queue = 64;                // files checkpoint_saved may have waiting to be hashed
+
+  // Host samples (docs/sdk.md, "Host samples"): the exporter thread reads
+  // /proc/stat, /proc/meminfo and /proc/loadavg every host_sample_interval
+  // (250 ms at least) and sends them as `node` records for `node` (the host
+  // name when empty). One emitter per host samples: the first of its
+  // process whose LOCAL_RANK (environment) is 0 or unset and that takes the
+  // host's lock file (flock on host_sample_lock; empty:
+  // /tmp/runlens-host-samples-UID.lock). Turn off where a node exporter
+  // already reports the host. Unset: on, unless the environment's
+  // RUNLENS_HOST_SAMPLES is "0".
+  std::optional<bool> host_samples;
+  std::chrono::milliseconds host_sample_interval{1000};
+  std::string host_sample_lock;
 };
 
 // A number, a text or nothing: config_change old/new values.
@@ -182,6 +197,10 @@ struct Stats {
   // at close, after close), missing or unreadable (sent with ok == false).
   // Counted apart from emitted/dropped: the event is emitted once hashed.
   uint64_t checkpoints_queued = 0, checkpoints_hashed = 0, checkpoints_dropped = 0, checkpoint_errors = 0;
+  // Host samples: whether this emitter is its host's sampler, the samples
+  // queued (counted in emitted[2] too), and the /proc reads that failed (skipped).
+  bool host_sampler = false;
+  uint64_t host_samples = 0, host_read_errors = 0;
 };
 
 // Which ring an event goes to; exposed so tests and docs can check the rules.

@@ -29,6 +29,7 @@ import hashlib
 import importlib
 import os
 import queue
+import sys
 import threading
 import time
 import warnings
@@ -273,6 +274,46 @@ def _close_state(state, timeout=None, status=None, reason=None):
         return state.result
 
 
+def _local_gpu_model(gpu):
+    """The model name of this host's GPU `gpu`, when torch is already imported
+    (never imported here: that is not cheap) and CUDA is available; else None."""
+    torch = sys.modules.get("torch")
+    if torch is None or gpu is None or int(gpu) < 0:
+        return None
+    try:
+        if not torch.cuda.is_available() or int(gpu) >= torch.cuda.device_count():
+            return None
+        return str(torch.cuda.get_device_name(int(gpu))) or None
+    except Exception:
+        return None
+
+
+def _rank_entries(ranks, node):
+    """run_start's ranks as dicts, with gpu_model and node_type filled where this
+    process can know them: for the entries on its own node (`node`), the model
+    of the local GPU the entry names (torch.cuda.get_device_name) and the
+    environment's RUNLENS_NODE_TYPE. What the caller gave is kept."""
+    node_type = os.environ.get("RUNLENS_NODE_TYPE") or None
+    out = []
+    for entry in ranks:
+        if isinstance(entry, dict):
+            d = dict(entry)
+        else:
+            t = tuple(entry)
+            if len(t) not in (3, 5):
+                raise ValueError("ranks: each entry is (rank, node, gpu) or (rank, node, gpu, gpu_model, node_type)")
+            d = {"rank": t[0], "node": t[1], "gpu": t[2]}
+            if len(t) == 5:
+                d["gpu_model"], d["node_type"] = t[3], t[4]
+        if node and str(d.get("node", "")) == node:
+            if d.get("gpu_model") is None:
+                d["gpu_model"] = _local_gpu_model(d.get("gpu"))
+            if d.get("node_type") is None:
+                d["node_type"] = node_type
+        out.append(d)
+    return out
+
+
 class Emitter:
     """Sends this rank's telemetry. See the module docstring and docs/sdk.md.
 
@@ -309,6 +350,7 @@ class Emitter:
         close_timeout=2.0,
         checkpoint_queue=64,
         cluster_id=None,
+        host_samples=None,
     ):
         if endpoint is None:
             endpoint = os.environ.get("RUNLENS_ENDPOINT", DEFAULT_ENDPOINT)
@@ -331,12 +373,13 @@ class Emitter:
             code_commit=str(code_commit or ""),
             gpu_peak_flops=gpu_peak_flops,
             model_flops_per_token=model_flops_per_token,
-            ranks=list(ranks) if ranks else None,
+            ranks=_rank_entries(ranks, str(node or "")) if ranks else None,
             buffer_capacity=buffer_capacity,
             batch_size=int(batch_size),
             flush_interval_ms=float(flush_interval_ms),
             send_hwm=int(send_hwm),
             cluster_id=str(cluster_id or ""),
+            host_samples=None if host_samples is None else bool(host_samples),
         )
         self.run_id = str(run_id)
         self.rank = int(rank)
