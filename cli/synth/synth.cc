@@ -33,7 +33,10 @@ bool parse_fault(const std::string& text, Fault* f, std::string* error) {
                                  "checkpoint_failure",
                                  "clock_low",
                                  "nvlink",
-                                 "pcie_replay"};
+                                 "pcie_replay",
+                                 "host_contention",
+                                 "speed_groups",
+                                 "slowdown"};
   if (std::find(std::begin(kKinds), std::end(kKinds), f->kind) == std::end(kKinds)) {
     std::string names;
     for (const char* k : kKinds) names += (names.empty() ? "" : ", ") + std::string(k);
@@ -52,6 +55,9 @@ bool parse_fault(const std::string& text, Fault* f, std::string* error) {
   if (f->kind == "clock_low") f->factor = 1.6;
   if (f->kind == "nvlink") f->factor = 8;
   if (f->kind == "pcie_replay") f->factor = 1;
+  if (f->kind == "host_contention") f->factor = 1.5;
+  if (f->kind == "speed_groups") f->factor = 2.5, f->from_step = 1;
+  if (f->kind == "slowdown") f->factor = 1.3;
   if (colon == std::string::npos) return true;
   std::stringstream ss(text.substr(colon + 1));
   std::string kv;
@@ -74,15 +80,27 @@ bool parse_fault(const std::string& text, Fault* f, std::string* error) {
         f->code = std::stoll(v);
       else if (k == "shard")
         f->shard = std::stoi(v);
+      else if (k == "count")
+        f->count = std::stoi(v);
+      else if (k == "label")
+        f->label = std::stoi(v) != 0;
       else
         return *error = "unknown fault parameter '" + k + "' in '" + text + "'", false;
     } catch (...) {
       return *error = "invalid number '" + v + "' in fault '" + text + "'", false;
     }
   }
-  static const char* kNeedRank[] = {"thermal", "power_cap", "host_cpu", "oom",        "xid",
-                                    "ecc",     "clock_low", "nvlink",   "pcie_replay"};
+  static const char* kNeedRank[] = {"thermal", "power_cap",   "host_cpu",        "oom",     "xid", "ecc", "clock_low",
+                                    "nvlink",  "pcie_replay", "host_contention", "slowdown"};
   bool need_rank = std::find(std::begin(kNeedRank), std::end(kNeedRank), f->kind) != std::end(kNeedRank);
+  if (f->kind == "slowdown" && (f->count < 1 || f->factor < 1)) {
+    *error = "fault 'slowdown' needs count >= 1 and factor >= 1 in '" + text + "'";
+    return false;
+  }
+  if (f->kind == "speed_groups" && f->factor <= 0) {
+    *error = "fault 'speed_groups' needs factor > 0 in '" + text + "'";
+    return false;
+  }
   if ((need_rank && f->rank < 0) || (f->kind == "slow_shard" && f->rank < 0 && f->shard < 0)) {
     *error =
         "fault '" + f->kind + "' needs rank=R" + (f->kind == "slow_shard" ? " or shard=S" : "") + " in '" + text + "'";
@@ -112,7 +130,14 @@ std::string fault_help() {
          "nvlink:rank=R,from=K[,to=T][,factor=8] (nvlink_errors_total of R's GPU rises; collectives F x slower on "
          "all ranks) | "
          "pcie_replay:rank=R,from=K[,to=T][,factor=1] (pcie_replay_total of R's GPU rises by ~100 a sample; R F x "
-         "slower)";
+         "slower) | "
+         "host_contention:rank=R,from=K[,to=T][,factor=1.5] (another job shares R's node: its CPUs ~97 % busy, and "
+         "each of its ranks computes ~F x slower in a random 40 % of steps) | "
+         "speed_groups[:factor=2.5][,label=1] (two speed groups from the first step: the ranks of the upper half of "
+         "the nodes compute F x slower, each by its own 0.85..1.15 of it; label=1: the rank map names their GPU "
+         "models) | "
+         "slowdown:rank=R,from=K[,to=T][,count=4][,factor=1.3] (COUNT ranks, R and every 7th after it, each "
+         "slower by its own share of 1 + (F - 1) / 3 .. F)";
 }
 
 namespace {
@@ -122,8 +147,55 @@ bool active(const Fault& f, int64_t step) { return step >= f.from_step && step <
 constexpr int64_t kPowerCap = 0x4, kHwSlowdown = 0x8, kHwThermal = 0x40;
 
 bool is_detail_fault(const Fault& f) {
-  static const char* kBasic[] = {"straggler", "nan", "missing_rank", "gc_pause", "lr_change"};
+  static const char* kBasic[] = {"straggler", "nan",          "missing_rank", "gc_pause",
+                                 "lr_change", "speed_groups", "slowdown"};
   return std::find(std::begin(kBasic), std::end(kBasic), f.kind) == std::end(kBasic);
+}
+
+// A number in [0, 1) fixed by (seed, rank): a rank's own speed within its group.
+double rank_draw(uint64_t seed, int32_t rank) {
+  uint64_t z = seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank) + 0x632be59bd9b4e019ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+// The fleet's shape: each rank's fixed work multiplier from speed_groups (the
+// slow group: the upper half of the nodes, or of the ranks on one node) and
+// the slowdown faults' ranks with their own factors.
+struct FleetShape {
+  std::vector<double> group_factor;  // by rank, 1 in the fast group
+  std::vector<bool> slow_group;
+  std::vector<std::vector<std::pair<int32_t, double>>> slowdowns;  // by fault: (rank, factor)
+};
+
+FleetShape fleet_shape(const Options& o) {
+  FleetShape shape;
+  shape.group_factor.assign(static_cast<size_t>(o.ranks), 1.0);
+  shape.slow_group.assign(static_cast<size_t>(o.ranks), false);
+  int32_t nodes = (o.ranks + o.gpus_per_node - 1) / o.gpus_per_node;
+  for (const auto& f : o.faults) {
+    if (f.kind == "speed_groups") {
+      for (int32_t r = 0; r < o.ranks; ++r) {
+        bool slow = nodes >= 2 ? r / o.gpus_per_node >= (nodes + 1) / 2 : r >= (o.ranks + 1) / 2;
+        if (!slow) continue;
+        shape.slow_group[static_cast<size_t>(r)] = true;
+        shape.group_factor[static_cast<size_t>(r)] *= f.factor * (0.85 + 0.3 * rank_draw(o.seed, r));
+      }
+    }
+    std::vector<std::pair<int32_t, double>> ranks;
+    if (f.kind == "slowdown" && o.ranks > 0) {
+      double lo = 1 + (f.factor - 1) / 3;
+      for (int32_t i = 0; i < f.count; ++i) {
+        int32_t r = ((f.rank + 7 * i) % o.ranks + o.ranks) % o.ranks;
+        if (std::any_of(ranks.begin(), ranks.end(), [&](const auto& p) { return p.first == r; })) break;
+        ranks.emplace_back(r, f.count == 1 ? f.factor : lo + (f.factor - lo) * i / (f.count - 1));
+      }
+    }
+    shape.slowdowns.push_back(std::move(ranks));
+  }
+  return shape;
 }
 
 // Counters of one GPU or node (detail telemetry).
@@ -252,8 +324,15 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
     rs->model_flops_per_token = 6 * 7e9;
     rs->config = {
         {"lr", Value::of(3e-4)}, {"global_batch", Value::of(1024.0)}, {"optimizer", Value::of(std::string("adamw"))}};
-    for (int32_t r = 0; r < o.ranks; ++r)
+    const FleetShape shape = fleet_shape(o);
+    bool label = std::any_of(o.faults.begin(), o.faults.end(), [](const Fault& f) { return f.label; });
+    for (int32_t r = 0; r < o.ranks; ++r) {
       rs->ranks.push_back({r, node_names[r / o.gpus_per_node], r % o.gpus_per_node});
+      if (label) {
+        rs->ranks.back().gpu_model = Symbol::intern(shape.slow_group[static_cast<size_t>(r)] ? "NVIDIA A100-SXM4-80GB"
+                                                                                             : "NVIDIA H100 80GB HBM3");
+      }
+    }
     for (auto f :
          {RunStart::F::run_id, RunStart::F::world_size, RunStart::F::model_id, RunStart::F::dataset_version,
           RunStart::F::gpu_peak_flops, RunStart::F::model_flops_per_token, RunStart::F::config, RunStart::F::ranks}) {
@@ -290,6 +369,7 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
   std::vector<double> extra_wait(static_cast<size_t>(o.ranks));
   bool checkpoint_failed_once = false;
 
+  const FleetShape shape = fleet_shape(o);
   std::vector<double> work(static_cast<size_t>(o.ranks));
   double loss = 3.5;
   double lr_scale = 1.0;
@@ -309,6 +389,14 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
           w *= f.factor;
         }
         if (f.kind == "config_slowdown" && step >= f.from_step) w *= f.factor;
+        // Another job on the rank's host takes its CPUs in bursts: kernels launch late.
+        if (f.kind == "host_contention" && active(f, step) && node_of(f.rank) == node_of(r) && uni2(rng2) < 0.4)
+          w *= f.factor * (0.8 + 0.4 * uni2(rng2));
+      }
+      w *= shape.group_factor[static_cast<size_t>(r)];
+      for (size_t i = 0; i < o.faults.size(); ++i) {
+        if (!active(o.faults[i], step)) continue;
+        for (const auto& [rank, factor] : shape.slowdowns[i]) w *= rank == r ? factor : 1.0;
       }
       work[static_cast<size_t>(r)] = std::max(1.0, w);
     }
@@ -507,6 +595,17 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
             if (f.kind == "network" && active(f, step) && node_of(f.rank) == n)
               tcp += static_cast<int64_t>(5000 + 2000 * uni2(rng2));
             if (f.kind == "host_cpu" && active(f, step) && node_of(f.rank) == n) ns.cpu_pct = 96 + 3 * uni2(rng2);
+            if (f.kind == "host_contention" && active(f, step) && node_of(f.rank) == n) {
+              // Busy in user space (a compiler, another job's loaders), some system time and steal.
+              ns.cpu_user_pct = 82 + 4 * uni2(rng2);
+              ns.cpu_system_pct = 9 + 2 * uni2(rng2);
+              ns.cpu_steal_pct = 3 + 2 * uni2(rng2);
+              ns.cpu_iowait_pct = 0.5 * uni2(rng2);
+              ns.cpu_pct = ns.cpu_user_pct + ns.cpu_system_pct + ns.cpu_steal_pct + ns.cpu_iowait_pct;
+              for (auto fl : {NodeSample::F::cpu_user_pct, NodeSample::F::cpu_system_pct, NodeSample::F::cpu_steal_pct,
+                              NodeSample::F::cpu_iowait_pct})
+                ns.set_present(fl);
+            }
           }
           if (uni2(rng2) < 0.01) tcp = 0;
           ns.tcp_retransmits_total = tcp;

@@ -15,7 +15,8 @@ struct Fault {
   // straggler | nan | missing_rank | gc_pause | lr_change, and (with detail
   // telemetry, see Options::detail) thermal | power_cap | host_cpu |
   // slow_shard | network | oom | xid | ecc | config_slowdown |
-  // slow_checkpoint | checkpoint_failure | clock_low | nvlink | pcie_replay
+  // slow_checkpoint | checkpoint_failure | clock_low | nvlink | pcie_replay |
+  // host_contention, and the fleet shapes speed_groups | slowdown
   std::string kind;
   int32_t rank = -1;
   int64_t from_step = 0;
@@ -23,6 +24,8 @@ struct Fault {
   double factor = 2.0;  // straggler: work time multiplier; lr_change: LR multiplier; others: see fault_help()
   int64_t code = 0;     // xid: the XID code (default 79, fallen off the bus)
   int32_t shard = -1;   // slow_shard: the dataset shard (default: the one `rank` reads)
+  int32_t count = 4;    // slowdown: how many ranks slow down
+  bool label = false;   // speed_groups: the rank map names each group's GPU model
 };
 
 // Parses "straggler:rank=13,from=100[,to=200][,factor=2]", "nan:step=300",
