@@ -201,6 +201,16 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     // as-of samples); refine later: held while a later sample could still be
     // nearer than the as-of one.
     Record now = enrich(r, alert, node, gpu);
+    if (auto prev = published_.find(a.alert_id); a.revision > 0 && prev != published_.end()) {
+      // A detector's own revision of an alert published here (a straggler that
+      // escalated): it supersedes the held one and follows what was published.
+      drop_held(a.alert_id);
+      if (prev->second->revision >= a.revision) {
+        auto next = std::make_shared<Alert>(now.alert());
+        next->revision = prev->second->revision + 1;
+        now.body = std::shared_ptr<const Alert>(std::move(next));
+      }
+    }
     int64_t t = a.time_ns;
     int64_t age = -1;
     if (gpu) {
@@ -214,6 +224,15 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     if (wait <= 0) return;
     held_.push_back(Held{r.time_ns + wait, seq_++, alert, std::move(published), node, gpu});
     std::push_heap(held_.begin(), held_.end(), HeldAfter());
+  }
+
+  // Forgets the held (not yet refined) publication of `alert_id`, if any.
+  void drop_held(const std::string& alert_id) {
+    auto it = std::find_if(held_.begin(), held_.end(), [&](const Held& h) { return h.alert->alert_id == alert_id; });
+    if (it == held_.end()) return;
+    *it = std::move(held_.back());
+    held_.pop_back();
+    std::make_heap(held_.begin(), held_.end(), HeldAfter());
   }
 
   // The closing revision of an alert this partition enriched: refined now if

@@ -16,11 +16,9 @@
 #define RUNLENS_ALERT_KINDS(X)                                                                                        \
   X(kStraggler, "straggler", "A rank works much slower than its run's median rank in most of its recent steps.")      \
   X(kRankHeterogeneity, "rank_heterogeneity",                                                                         \
-    "Info: a run's ranks work at stably different speeds from the start (speed groups, or GPU models or node types "  \
-    "that differ); each rank is judged against its own group.")                                                       \
+    "Info: the run's ranks work at stably different speeds from the start; each is judged within its group.")         \
   X(kJobSlowdown, "job_slowdown",                                                                                     \
-    "The run's step time rose and stayed up, and the ranks whose own work time changed at that step are named "       \
-    "(several ranks, each a little slower).")                                                                         \
+    "The run's step time rose and stayed up; names the ranks whose own work time rose then.")                         \
   X(kRankMissing, "rank_missing", "A rank did not report a step before the deadline after the first rank did.")       \
   X(kJobStalled, "job_stalled",                                                                                       \
     "More than stall_fraction of a run's ranks did not report a step before its deadline (one alert for the run).")   \
@@ -72,6 +70,8 @@
   X(kNetwork, "network",                                                                                         \
     "Collectives are slow on the network: a lossy NIC (retransmits, RDMA errors), a slow fabric.")               \
   X(kHostBottleneck, "host_bottleneck", "A saturated host CPU starves its GPUs.")                                \
+  X(kHeterogeneousFleet, "heterogeneous_fleet",                                                                  \
+    "The ranks run on hardware of different speeds (GPU models, node types); the slowest paces every step.")     \
   X(kInefficientCompute, "inefficient_compute",                                                                  \
     "The GPUs are busy but do little useful work: a communication-bound or inefficient configuration.")          \
   X(kMemory, "memory",                                                                                           \
@@ -97,38 +97,38 @@
 // ends_ns; false: an event-like kind, which a consumer resolves after a hold
 // time, docs/alerts.md). One entry per alert kind, in the order of the list
 // above (checked at compile time).
-#define RUNLENS_ALERT_OWNERS(X)                 \
-  X(kStraggler, kInfrastructure, true)          \
-  X(kRankHeterogeneity, kInfrastructure, false) \
-  X(kJobSlowdown, kInfrastructure, true)        \
-  X(kRankMissing, kInfrastructure, false)       \
-  X(kJobStalled, kInfrastructure, false)        \
-  X(kNodeUnreachable, kInfrastructure, false)   \
-  X(kStepAnomaly, kTraining, false)             \
-  X(kTelemetryGap, kPlatform, false)            \
-  X(kTelemetryShed, kPlatform, false)           \
-  X(kNanLoss, kTraining, false)                 \
-  X(kLossSpike, kTraining, false)               \
-  X(kGradSpike, kTraining, false)               \
-  X(kDataStarvation, kData, true)               \
-  X(kCommBottleneck, kNetwork, true)            \
-  X(kThroughputDrop, kTraining, true)           \
-  X(kMfuDrop, kTraining, true)                  \
-  X(kThermalThrottle, kInfrastructure, true)    \
-  X(kPowerThrottle, kInfrastructure, true)      \
-  X(kClockLow, kInfrastructure, true)           \
-  X(kXidError, kInfrastructure, false)          \
-  X(kEccUncorrected, kInfrastructure, true)     \
-  X(kNvlinkError, kInfrastructure, true)        \
-  X(kPcieReplay, kInfrastructure, true)         \
-  X(kOom, kTraining, false)                     \
-  X(kMemoryPressure, kTraining, true)           \
-  X(kCheckpointOverhead, kPlatform, false)      \
-  X(kCheckpointFailure, kPlatform, false)       \
-  X(kHostBottleneck, kInfrastructure, true)     \
-  X(kBenchmarkRegression, kEvaluation, false)   \
-  X(kSafetyRegression, kEvaluation, false)      \
-  X(kLatencyRegression, kEvaluation, false)     \
+#define RUNLENS_ALERT_OWNERS(X)               \
+  X(kStraggler, kInfrastructure, true)        \
+  X(kRankHeterogeneity, kPlatform, false)     \
+  X(kJobSlowdown, kInfrastructure, true)      \
+  X(kRankMissing, kInfrastructure, false)     \
+  X(kJobStalled, kInfrastructure, false)      \
+  X(kNodeUnreachable, kInfrastructure, false) \
+  X(kStepAnomaly, kTraining, false)           \
+  X(kTelemetryGap, kPlatform, false)          \
+  X(kTelemetryShed, kPlatform, false)         \
+  X(kNanLoss, kTraining, false)               \
+  X(kLossSpike, kTraining, false)             \
+  X(kGradSpike, kTraining, false)             \
+  X(kDataStarvation, kData, true)             \
+  X(kCommBottleneck, kNetwork, true)          \
+  X(kThroughputDrop, kTraining, true)         \
+  X(kMfuDrop, kTraining, true)                \
+  X(kThermalThrottle, kInfrastructure, true)  \
+  X(kPowerThrottle, kInfrastructure, true)    \
+  X(kClockLow, kInfrastructure, true)         \
+  X(kXidError, kInfrastructure, false)        \
+  X(kEccUncorrected, kInfrastructure, true)   \
+  X(kNvlinkError, kInfrastructure, true)      \
+  X(kPcieReplay, kInfrastructure, true)       \
+  X(kOom, kTraining, false)                   \
+  X(kMemoryPressure, kTraining, true)         \
+  X(kCheckpointOverhead, kPlatform, false)    \
+  X(kCheckpointFailure, kPlatform, false)     \
+  X(kHostBottleneck, kInfrastructure, true)   \
+  X(kBenchmarkRegression, kEvaluation, false) \
+  X(kSafetyRegression, kEvaluation, false)    \
+  X(kLatencyRegression, kEvaluation, false)   \
   X(kDiagnosis, kNone, true)
 
 // The `kind` of a telemetry `event` (Occurrence); runs may send other words too.

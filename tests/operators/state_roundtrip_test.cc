@@ -313,14 +313,14 @@ TEST_CASE("state round trip: a snapshot restores only into its own operator type
     CHECK(std::string(e.what()) == "state snapshot: holds 'nan_detect' state, not 'straggler'");
   }
   try {
-    op->restore(runtime::state::seal({"straggler", 3}, ""));
+    op->restore(runtime::state::seal({"straggler", 4}, ""));
     FAIL("restored a newer version");
   } catch (const runtime::state::StateError& e) {
     CHECK(std::string(e.what()) ==
-          "state snapshot: 'straggler' state version 3 cannot be read (this build reads version 2)");
+          "state snapshot: 'straggler' state version 4 cannot be read (this build reads version 3)");
   }
   try {
-    op->restore(runtime::state::seal({"straggler", 2}, "\x01"));
+    op->restore(runtime::state::seal({"straggler", 3}, "\x01"));
     FAIL("restored a payload of the wrong shape");
   } catch (const runtime::state::StateError& e) {
     CHECK(std::string(e.what()) == "state snapshot: straggler state at byte 17: expected a struct, found an integer");

@@ -92,7 +92,7 @@ TEST_CASE("straggler scores work time, not the wall time that equalizes at the c
   auto def = make_operator("straggler");
   std::vector<Record> rows{run_start("r1", 8)};
   int64_t t = kT0;
-  for (int64_t s = 1; s <= 10; ++s) {
+  for (int64_t s = 1; s <= 12; ++s) {  // 8 steps of warm-up (group_steps), then 3 of 5 slow
     t += 4 * kSec;
     for (int32_t r = 0; r < 8; ++r) {
       double work = r == 6 ? 3800 : 1900;
@@ -211,4 +211,177 @@ TEST_CASE("straggler skips steps incomplete by shedding") {
   auto alerts = shed.alerts("straggler");
   REQUIRE(alerts.size() == 1);
   CHECK(*alerts[0].step == 43);
+}
+
+namespace {
+// A run whose ranks 16..31 work `slow` x slower than ranks 0..15 from the first
+// step, each by its own 0.85..1.15 of it; `extra(rank, step)` multiplies on top.
+// Unjoined (its run_start first), then joined by rank_join.
+template <class Extra>
+std::vector<Record> two_speed_raw(double slow, Extra extra, int64_t steps = 80) {
+  auto work = [&](int32_t r, int64_t s) {
+    double base = 1900 + 7 * ((r * 31 + s * 17) % 11);
+    if (r >= 16) base *= slow * (0.85 + 0.3 * ((r * 7) % 16) / 15.0);
+    return base * extra(r, s);
+  };
+  return sync_steps("r1", 32, steps, work);
+}
+std::vector<Record> joined(const std::vector<Record>& raw) {
+  OperatorRun j;
+  run_operator(*make_operator("rank_join"), raw, &j);
+  return j.out;
+}
+template <class Extra>
+std::vector<Record> two_speed_run(double slow, Extra extra, int64_t steps = 80) {
+  return joined(two_speed_raw(slow, extra, steps));
+}
+}  // namespace
+
+TEST_CASE("straggler_peer_groups: splits at gaps that leave enough ranks on both sides, largest first") {
+  auto levels = [](std::vector<double> v) {
+    std::vector<std::pair<double, int32_t>> out;
+    for (size_t i = 0; i < v.size(); ++i) out.emplace_back(std::log(v[i]), static_cast<int32_t>(i));
+    return out;
+  };
+  using G = std::vector<std::vector<int32_t>>;
+  // Two groups of five, 2.8x apart (the median falls between them).
+  CHECK(ops::straggler_peer_groups(levels({1, 1.02, 0.98, 1.01, 0.99, 2.8, 3.4, 2.9, 3.9, 2.75}), 1.3, 2) ==
+        G{{0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}});
+  // One slow rank is a straggler, not a group.
+  CHECK(ops::straggler_peer_groups(levels({1, 1.02, 0.98, 1.01, 2.0}), 1.3, 2) == G{{0, 1, 2, 3, 4}});
+  // A uniform fleet is one group; three speeds are three groups.
+  CHECK(ops::straggler_peer_groups(levels({1, 1.05, 1.1, 1.15, 1.2, 1.25}), 1.3, 2).size() == 1);
+  CHECK(ops::straggler_peer_groups(levels({1, 1, 2, 2, 4, 4}), 1.3, 2) == G{{0, 1}, {2, 3}, {4, 5}});
+  CHECK(ops::straggler_peer_groups({}, 1.3, 2) == G{{}});
+}
+
+TEST_CASE("straggler: two speed groups from the start are one rank_heterogeneity, not warnings") {
+  auto rows = two_speed_run(2.5, [](int32_t, int64_t) { return 1.0; });
+  OperatorRun run;
+  run_operator(*make_operator("straggler"), rows, &run);
+  CHECK(run.alerts("straggler").empty());
+  auto het = run.alerts("rank_heterogeneity");
+  REQUIRE(het.size() == 1);
+  CHECK(het[0].severity == Severity::kInfo);
+  CHECK(!het[0].rank);
+  CHECK(*het[0].step == 8);  // the end of the warm-up (group_steps)
+  CHECK(*het[0].value == doctest::Approx(2.5).epsilon(0.1));
+  CHECK(attr(het[0], "groups") == 2);
+  CHECK(attr(het[0], "fast_ranks") == 16);
+  CHECK(attr(het[0], "slow_ranks") == 16);
+  CHECK(attr(het[0], "onset_step") == 1);
+  CHECK(het[0].summary.find("2 speed groups from the start: 16 ranks (0-15) on node-0, node-1 at") !=
+        std::string::npos);
+  CHECK(het[0].summary.find("16 ranks (16-31) on node-2, node-3") != std::string::npos);
+  // Without peer groups the same run is a storm of stragglers (the median falls between the groups).
+  OperatorRun naive;
+  run_operator(*make_operator("straggler", "group_steps: 0\n    node_wide_fraction: 1"), rows, &naive);
+  CHECK(naive.alerts("straggler").size() >= 10);
+  CHECK(naive.alerts("rank_heterogeneity").empty());
+}
+
+TEST_CASE("straggler: a jump within the slow group is a straggler against its group, within 3 steps") {
+  auto rows = two_speed_run(1.8, [](int32_t r, int64_t s) { return (r == 20 || r == 27) && s >= 40 ? 4.5 : 1.0; });
+  OperatorRun run;
+  run_operator(*make_operator("straggler"), rows, &run);
+  auto alerts = run.alerts("straggler");
+  REQUIRE(alerts.size() == 2);
+  for (const auto& a : alerts) {
+    CHECK((*a.rank == 20 || *a.rank == 27));
+    CHECK(*a.step == 42);
+    CHECK(attr(a, "onset_step") == 40);
+    CHECK(attr(a, "group") == 1);
+    CHECK(*a.value == doctest::Approx(attr(a, "work_ms") / attr(a, "median_ms")));
+    CHECK(*a.value > 3.5);
+    CHECK(a.summary.find("against its group's median of") != std::string::npos);
+  }
+}
+
+TEST_CASE("straggler: groups come from the rank map's GPU models when they differ") {
+  // Ranks 16..31 on A100s: one group each, even where the work times alone would not split them (1.2x).
+  auto raw = two_speed_raw(1.2, [](int32_t r, int64_t s) { return r == 20 && s >= 40 ? 1.6 : 1.0; });
+  auto rs = std::make_shared<RunStart>(raw[0].run_start());
+  for (auto& p : rs->ranks) p.gpu_model = Symbol::intern(p.rank >= 16 ? "NVIDIA A100-SXM4-80GB" : "NVIDIA H100");
+  raw[0].body = std::shared_ptr<const RunStart>(rs);
+  OperatorRun run;
+  run_operator(*make_operator("straggler"), joined(raw), &run);
+  // Groups of one speed (1.2x < group_gap) raise no rank_heterogeneity; rank 20 at 1.6x its group is a straggler.
+  CHECK(run.alerts("rank_heterogeneity").empty());
+  auto alerts = run.alerts("straggler");
+  REQUIRE(alerts.size() == 1);
+  CHECK(*alerts[0].rank == 20);
+  CHECK(attr(alerts[0], "group") == 1);
+  CHECK(*alerts[0].value == doctest::Approx(1.6 * 1.09).epsilon(0.08));
+  CHECK(alerts[0].summary.find(" ms (16 ranks)") != std::string::npos);
+  // By GPU model and node type, with the models named, where they differ in speed too.
+  auto raw2 = two_speed_raw(2.5, [](int32_t, int64_t) { return 1.0; });
+  raw2[0].body = std::shared_ptr<const RunStart>(rs);
+  OperatorRun run2;
+  run_operator(*make_operator("straggler"), joined(raw2), &run2);
+  REQUIRE(run2.alerts("rank_heterogeneity").size() == 1);
+  const Alert& het = run2.alerts("rank_heterogeneity")[0];
+  CHECK(attr(het, "by_label") == 1);
+  CHECK(het.summary.find("(by GPU model and node type): 16 ranks (0-15) on NVIDIA H100 on node-0, node-1") !=
+        std::string::npos);
+  CHECK(het.summary.find("16 ranks (16-31) on NVIDIA A100-SXM4-80GB") != std::string::npos);
+}
+
+TEST_CASE("straggler: an open incident that gets twice as slow is raised again as a revision") {
+  auto work = [](int32_t r, int64_t s) {
+    double base = 1900 + 7 * ((r * 31 + s * 17) % 11);
+    if (r == 13 && s >= 20) base *= s >= 40 ? 4.0 : 1.8;
+    return base;
+  };
+  OperatorRun joined;
+  run_operator(*make_operator("rank_join"), sync_steps("r1", 32, 60, work), &joined);
+  OperatorRun run;
+  run_operator(*make_operator("straggler"), joined.out, &run);
+  std::vector<Alert> published;
+  for (const auto& r : run.out) {
+    if (r.kind() == Kind::kAlert && r.alert().kind == "straggler" && !r.alert().ends_ns) published.push_back(r.alert());
+  }
+  REQUIRE(published.size() == 2);
+  CHECK(published[0].revision == 0);
+  CHECK(*published[0].step == 22);
+  CHECK(*published[0].value == doctest::Approx(1.8).epsilon(0.05));
+  CHECK(published[1].alert_id == published[0].alert_id);
+  CHECK(published[1].revision == 1);
+  CHECK(*published[1].step == 42);
+  CHECK(*published[1].value == doctest::Approx(4.0).epsilon(0.05));
+  CHECK(attr(published[1], "escalation") == 1);
+  CHECK(attr(published[1], "onset_step") == 20);
+  CHECK(attr(published[1], "previous_ratio") == doctest::Approx(1.8).epsilon(0.05));
+  CHECK(published[1].summary.find("STRAGGLER ESCALATED") == 0);
+  for (const auto& [k, v] : published[1].attrs) CHECK(std::isfinite(v));
+  // The run's end closes it: its closing revision follows the escalation.
+  RunEnd end;
+  end.run_id = Symbol::intern("r1");
+  end.set_present(RunEnd::F::run_id);
+  Record last;
+  last.time_ns = joined.out.back().time_ns + kSec;
+  last.body = end;
+  OperatorRun ended;
+  auto rows = joined.out;
+  rows.push_back(last);
+  run_operator(*make_operator("straggler"), rows, &ended);
+  auto closed = ended.closed("straggler");
+  REQUIRE(closed.size() == 1);
+  CHECK(closed[0].revision == 2);
+  CHECK(*closed[0].value == doctest::Approx(4.0).epsilon(0.05));
+}
+
+TEST_CASE("straggler: slowness shared by most of a node's ranks is the host's, not a straggler") {
+  // Node 1 (ranks 8..15) is contended: each of its ranks works 2x in a pseudo-random 50 % of steps from step 20.
+  auto work = [](int32_t r, int64_t s) {
+    double base = 1900 + 7 * ((r * 31 + s * 17) % 11);
+    bool burst = r / 8 == 1 && s >= 20 && ((r * 131 + s * 71) % 10) < 5;
+    return burst ? base * 2 : base;
+  };
+  OperatorRun joined;
+  run_operator(*make_operator("rank_join"), sync_steps("r1", 32, 60, work), &joined);
+  OperatorRun host, per_rank;
+  run_operator(*make_operator("straggler"), joined.out, &host);
+  run_operator(*make_operator("straggler", "node_wide_fraction: 1"), joined.out, &per_rank);
+  CHECK(host.alerts("straggler").empty());
+  CHECK(!per_rank.alerts("straggler").empty());
 }
