@@ -86,14 +86,12 @@ bool decode_CONFIG(const Value& v, ConfigMap* out, std::string* why) {
   return true;
 }
 bool decode_RANKS(const Value& v, RankList* out, std::string* why) {
-  if (v.type != JT::kArray)
-    return *why = "expected a list of {rank, node, gpu}, got " + got(v), false;
+  if (v.type != JT::kArray) return *why = "expected a list of {rank, node, gpu}, got " + got(v), false;
   out->clear();
   for (size_t i = 0; i < v.items.size(); ++i) {
     const Value& item = v.items[i];
     std::string at = "item " + std::to_string(i) + ": ";
-    if (item.type != JT::kObject)
-      return *why = at + "expected an object {rank, node, gpu}", false;
+    if (item.type != JT::kObject) return *why = at + "expected an object {rank, node, gpu}", false;
     RankPlacement p;
     const Value* rank = item.find("rank");
     if (!rank) return *why = at + "missing 'rank'", false;
