@@ -24,7 +24,9 @@ struct NodeCpu {
 class HostBottleneck final : public runtime::state::Snapshottable<Record, HostBottleneck> {
  public:
   // Version 2: an open incident keeps the alert it raised, for its closing revision (ends_ns).
-  static constexpr runtime::state::StateType kState{"host_bottleneck", 2};
+  // Version 3: rank entries (run_start, rank maps) carry gpu_model and node_type and the CPU split of its nodes' latest
+  // samples.
+  static constexpr runtime::state::StateType kState{"host_bottleneck", 3};
   HostBottleneck(const HostBottleneckOptions& o, const runtime::OperatorContext& ctx)
       : o_(o), placement_(ctx.partition, ctx.partitions) {}
   template <class Io>
