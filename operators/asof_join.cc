@@ -84,7 +84,8 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   // Version 3: a held alert was published already, and keeps what was published.
   // Version 4: the last publication of each enriched alert (for its closing
   // revision); alerts keep their revision and ends_ns.
-  static constexpr runtime::state::StateType kState{"asof_join", 4};
+  // Version 5: rank entries (run_start, rank maps) carry gpu_model and node_type.
+  static constexpr runtime::state::StateType kState{"asof_join", 5};
   AsofJoin(const AsofJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
   // The held alerts are state: a restored instance releases them at their deadlines.
   template <class Io>

@@ -106,7 +106,8 @@ double median(const std::deque<double>& values, std::vector<double>& scratch) {
 class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> {
  public:
   // Version 2: an open incident keeps the alert it raised, for its closing revision (ends_ns).
-  static constexpr runtime::state::StateType kState{"gpu_health", 2};
+  // Version 3: rank entries (run_start, rank maps) carry gpu_model and node_type.
+  static constexpr runtime::state::StateType kState{"gpu_health", 3};
   GpuHealth(const GpuHealthOptions& o, const runtime::OperatorContext& ctx)
       : o_(o), placement_(ctx.partition, ctx.partitions) {}
   template <class Io>

@@ -33,7 +33,8 @@ struct RunState {
 
 class NanDetect final : public PerRunOperator<NanDetect, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"nan_detect", 2};
+  // Version 3: rank entries (run_start, rank maps) carry gpu_model and node_type.
+  static constexpr runtime::state::StateType kState{"nan_detect", 3};
   explicit NanDetect(const NanDetectOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {

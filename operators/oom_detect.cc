@@ -42,7 +42,8 @@ double median_of(std::vector<double> v) {
 
 class OomDetect final : public PerRunOperator<OomDetect, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"oom_detect", 3};
+  // Version 4: rank entries (run_start, rank maps) carry gpu_model and node_type.
+  static constexpr runtime::state::StateType kState{"oom_detect", 4};
   explicit OomDetect(const OomDetectOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {

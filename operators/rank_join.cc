@@ -103,7 +103,8 @@ int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 
 
 class RankJoin final : public PerRunOperator<RankJoin, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"rank_join", 4};
+  // Version 5: rank entries (run_start, rank maps) carry gpu_model and node_type.
+  static constexpr runtime::state::StateType kState{"rank_join", 5};
   RankJoin(const RankJoinOptions& o, const runtime::OperatorContext& ctx) : o_(o), ctx_(ctx) {}
   template <class Io>
   void state_fields(Io& io) {

@@ -47,7 +47,7 @@ enum StepSignal : int {
   kReportedRatio,
   kStepSignals
 };
-enum SymptomSignal : int { kOnset, kSymptomStep, kSymptomValue };
+enum SymptomSignal : int { kOnset, kSymptomStep, kSymptomValue, kRankRatio };
 
 struct SignalDef {
   const char* name;
@@ -88,9 +88,16 @@ constexpr SignalDef kSignals[] = {
     {"net_tx_bps", Source::kHardware, 0, "node_net_tx_bps", nullptr},
     {"tcp_retransmits_per_s", Source::kHardware, 0, "node_tcp_retransmits_per_s", nullptr},
     {"rdma_errors_per_s", Source::kHardware, 0, "node_rdma_errors_per_s", nullptr},
+    // The node's CPU split and its ranks' work ratio, as host_bottleneck read them.
+    {"cpu_user_pct", Source::kHardware, 0, nullptr, "cpu_user_pct"},
+    {"cpu_system_pct", Source::kHardware, 0, nullptr, "cpu_system_pct"},
+    {"cpu_iowait_pct", Source::kHardware, 0, nullptr, "cpu_iowait_pct"},
+    {"cpu_steal_pct", Source::kHardware, 0, nullptr, "cpu_steal_pct"},
+    {"host_work_ratio", Source::kHardware, 0, nullptr, "work_ratio"},
     {"onset", Source::kSymptom, kOnset, nullptr, nullptr},
     {"step", Source::kSymptom, kSymptomStep, nullptr, nullptr},
     {"symptom_value", Source::kSymptom, kSymptomValue, nullptr, nullptr},
+    {"rank_ratio", Source::kSymptom, kRankRatio, nullptr, nullptr},
 };
 constexpr int kSignalCount = static_cast<int>(std::size(kSignals));
 
@@ -257,6 +264,7 @@ class Window final : public rules::Environment {
         if (agg == Agg::kBaseline || agg == Agg::kDelta || agg == Agg::kRatio) return std::nullopt;
         if (def.index == kOnset) return static_cast<double>(inc_.onset);
         if (def.index == kSymptomStep) return static_cast<double>(primary_.step);
+        if (def.index == kRankRatio) return rank_ratio();
         if (primary_.alert->value) return *primary_.alert->value;
         return std::nullopt;
       }
@@ -312,6 +320,22 @@ class Window final : public rules::Environment {
       return node_wide || !p.gpu || !s.gpu || *p.gpu == *s.gpu;
     }
     return p.rank && s.rank && *p.rank == *s.rank;
+  }
+
+  // The straggler alert's own number (its value: the rank's work time / the
+  // median rank's at the alert's step), so that the diagnosis says what the
+  // alert said: the incident's symptom when it is a straggler, else its first
+  // straggler.
+  std::optional<double> rank_ratio() const {
+    auto of = [](const Symptom& s) -> std::optional<double> {
+      if (s.alert->kind != alert_kind::kStraggler || !s.alert->value) return std::nullopt;
+      return *s.alert->value;
+    };
+    if (auto v = of(primary_)) return v;
+    for (const auto& s : inc_.symptoms) {
+      if (auto v = of(s)) return v;
+    }
+    return std::nullopt;
   }
 
   std::optional<double> hardware(const SignalDef& def) const {
@@ -610,7 +634,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
 
     Incident* inc = nullptr;
     for (auto& i : st.incidents) {
-      if (step > i.last_step + o_.merge_steps) continue;
+      if (step > i.last_step + o_.merge_steps && !open_at_node(i, a.node)) continue;
       if (joins(i, a)) {
         inc = &i;
         break;
@@ -636,6 +660,24 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     // Diagnose now: the symptom's own evidence is complete, so the first
     // diagnosis goes out with what has been delivered; the window refines it.
     if (opened) evaluate(a.run_id, st, *inc, r.time_ns, out, false);
+  }
+
+  // Whether the incident holds a node-level symptom of `node` that has not
+  // closed (a host that stays saturated): the symptoms it causes there later
+  // are still its, however long after the last one they come.
+  static bool open_at_node(const Incident& inc, Symbol node) {
+    if (node.empty()) return false;
+    for (const auto& s : inc.symptoms) {
+      const Alert& b = *s.alert;
+      if (node_level(b.kind) && b.node == node && !b.ends_ns) return true;
+    }
+    return false;
+  }
+  static bool holds_open_node_symptom(const Incident& inc) {
+    for (const auto& s : inc.symptoms) {
+      if (node_level(s.alert->kind) && !s.alert->node.empty() && !s.alert->ends_ns) return true;
+    }
+    return false;
   }
 
   // A run-wide symptom joins any incident; a local one joins an incident with a
@@ -690,7 +732,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
     int64_t horizon = st.last_step - o_.history_steps;
     while (!st.seen.empty() && st.seen.front().step < horizon) st.seen.pop_front();
     for (auto it = st.incidents.begin(); it != st.incidents.end();) {
-      bool closed = !it->pending && st.last_step > it->last_step + o_.merge_steps;
+      bool closed = !it->pending && st.last_step > it->last_step + o_.merge_steps && !holds_open_node_symptom(*it);
       it = closed ? st.incidents.erase(it) : std::next(it);
     }
   }

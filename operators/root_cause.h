@@ -14,6 +14,11 @@
 // thermal_throttle of its GPU are one incident. The incident's symptom is the
 // one of highest rank (RuleSet::symptom_rank), its onset the earliest onset
 // of its symptoms (attrs.onset_step, else the step).
+// An incident that holds a node-level symptom still open (no ends_ns: a host
+// that stays saturated) also takes the symptoms at that node that come later
+// than `merge_steps`, and is kept until it closes: a rank of a contended host
+// that straggles 50 steps into the contention is the host's, not a new
+// incident.
 //
 // Timing: diagnose now, refine later. The symptom that opens an incident is
 // its own evidence: the incident is diagnosed at once (revision 0) over what

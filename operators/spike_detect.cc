@@ -68,7 +68,8 @@ struct RunState {
 
 class SpikeDetect final : public PerRunOperator<SpikeDetect, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"spike_detect", 2};
+  // Version 3: rank entries (run_start, rank maps) carry gpu_model and node_type.
+  static constexpr runtime::state::StateType kState{"spike_detect", 3};
   explicit SpikeDetect(const SpikeDetectOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {

@@ -123,7 +123,8 @@ void attach(StepStats& st, const Train& t) {
 
 class StepStatsOp final : public PerRunOperator<StepStatsOp, RunState> {
  public:
-  static constexpr runtime::state::StateType kState{"step_stats", 3};
+  // Version 4: rank entries (run_start, rank maps) carry gpu_model and node_type.
+  static constexpr runtime::state::StateType kState{"step_stats", 4};
   explicit StepStatsOp(const StepStatsOptions& o) : o_(o) {}
   template <class Io>
   void state_fields(Io& io) {

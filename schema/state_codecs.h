@@ -32,8 +32,8 @@ struct Codec<Value> {
 
 template <>
 struct Codec<RankPlacement> {
-  static void encode(Writer& w, const RankPlacement& p) { w(p.rank, p.node, p.gpu); }
-  static void decode(Reader& r, RankPlacement& p) { r(p.rank, p.node, p.gpu); }
+  static void encode(Writer& w, const RankPlacement& p) { w(p.rank, p.node, p.gpu, p.gpu_model, p.node_type); }
+  static void decode(Reader& r, RankPlacement& p) { r(p.rank, p.node, p.gpu, p.gpu_model, p.node_type); }
 };
 
 #define RUNLENS_STATE_FIELD_(T, name, Camel, req) , v.name

@@ -49,7 +49,8 @@
   X(kMemoryPressure, "memory_pressure", "A GPU has little memory left.")                                              \
   X(kCheckpointOverhead, "checkpoint_overhead", "Checkpoints take too large a share of the run's time.")              \
   X(kCheckpointFailure, "checkpoint_failure", "A checkpoint failed.")                                                 \
-  X(kHostBottleneck, "host_bottleneck", "A node's CPUs are saturated while its ranks wait for data.")                 \
+  X(kHostBottleneck, "host_bottleneck",                                                                               \
+    "A node's CPUs are saturated while its ranks wait for data or compute slower than the run's median rank.")        \
   X(kBenchmarkRegression, "benchmark_regression",                                                                     \
     "A model version scores worse than its baseline on a benchmark (a quality gate's metric shown inferior).")        \
   X(kSafetyRegression, "safety_regression",                                                                           \

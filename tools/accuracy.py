@@ -50,6 +50,9 @@ def node_of(rank):
 # A one-step pause of the same rank just before the fault may open the
 # incident a step early; faults seen only in GPU samples (power cap, ECC) show
 # one or two sample intervals late (gpu_health wants 2 of 3 samples).
+# host_contention shows in node samples, one interval late at most; the
+# throughput drop it causes joins its incident and may date its onset a step
+# before the fault (throughput_regression's change point).
 # The symptom must come within SYMPTOM_WINDOW steps of the fault, or within
 # SLOW_SYMPTOMS[name] for faults that take longer to show.
 SLOW_SYMPTOMS = {"slow_checkpoint": 55}  # two slow checkpoints, 50 steps apart
@@ -92,6 +95,8 @@ CLASSES = [
      "config_change", "training", "rank0", (0, 0, 0)),
     ("lr_change+nan", ["lr_change:step={s},factor=20", "nan:step={s10}"], "grad_spike",
      {"grad_spike", "loss_spike", "nan_loss"}, "config_change", "training", "rank0", (0, 0, 0)),
+    ("host_contention", ["host_contention:rank={r},from={s}"], "host_bottleneck",
+     {"host_bottleneck", "straggler", "throughput_drop"}, "host_bottleneck", "infrastructure", "node", (1, 2, 1)),
     # Real fleets (issue 14): two speed groups from the first step; a jump of two
     # ranks of the slow group (the jump's ranks are in the slow group: see
     # SHAPES); healthy runs at 8 and 1024 ranks, and with 4x the pauses.
@@ -361,12 +366,13 @@ def main():
         " (one node) and 1024 ranks (128 nodes) with the same setup.",
         "",
         "* **Diagnosis precision**: diagnoses with the expected cause and owner, at the fault's place (its rank;"
-        " its node for host_cpu; a reader of its shard for slow_shard; rank 0, the train reporter, for training"
+        " its node for host_cpu and host_contention; a reader of its shard for slow_shard; rank 0, the train reporter, for training"
         " failures; run-wide for network, config and checkpoint faults) and with their onset_step at the fault's"
         " first step, up to 2 steps later (straggler, thermal, clock_low: also 1 step earlier, a pause of the"
         " same rank just before; oom: up to 5 steps earlier, when memory starts to fill; power_cap: up to 2 GPU"
         " sample intervals + 2 steps later, ecc, nvlink, pcie_replay: 1 interval + 2 steps, the samples that"
-        " show them), over all"
+        " show them; host_contention: 1 interval + 2 steps later, the node samples, or 1 step earlier, the onset"
+        " of the throughput drop that joins it), over all"
         " diagnoses of the class's runs (the last of each alert_id)."
         " **Recall**: runs with such a diagnosis.",
         "* **Delay**: median (min..max) steps from the fault's first step to the step the run had completed"

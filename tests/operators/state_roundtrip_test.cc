@@ -33,6 +33,17 @@ std::vector<Record> sorted(std::vector<Record> rows) {
   return rows;
 }
 
+// A rank entry as the state codec wrote it before gpu_model and node_type.
+struct ForgedPlacement {
+  int32_t rank;
+  Symbol node;
+  int32_t gpu;
+  template <class Io>
+  void fields(Io& io) {
+    io(rank, node, gpu);
+  }
+};
+
 // A synthetic run of 32 ranks, 150 steps, with detail telemetry and `faults`,
 // and a restart of the run after the step at 85 % of its last (130 of 150,
 // or before an OOM that ends the run).
@@ -324,6 +335,97 @@ TEST_CASE("state round trip: a snapshot restores only into its own operator type
     FAIL("restored a payload of the wrong shape");
   } catch (const runtime::state::StateError& e) {
     CHECK(std::string(e.what()) == "state snapshot: straggler state at byte 17: expected a struct, found an integer");
+  }
+}
+
+// The fleet's run_start with every rank entry's gpu_model and node_type set.
+std::vector<Record> labelled(std::vector<Record> rows) {
+  for (Record& r : rows) {
+    if (r.kind() != Kind::kRunStart) continue;
+    auto rs = std::make_shared<RunStart>(r.run_start());
+    for (RankPlacement& p : rs->ranks) {
+      p.gpu_model = Symbol::intern(p.rank % 2 ? "NVIDIA A100-SXM4-80GB" : "NVIDIA H100 80GB HBM3");
+      p.node_type = Symbol::intern("p5.48xlarge");
+    }
+    r.body = std::shared_ptr<const RunStart>(std::move(rs));
+  }
+  return rows;
+}
+
+TEST_CASE("state round trip: rank entries keep gpu_model and node_type") {
+  // The codecs of the types that hold rank entries, alone.
+  auto rs = std::make_shared<RunStart>(labelled({run_start("codec", 4)})[0].run_start());
+  auto info = std::make_shared<RunInfo>();
+  info->start = *rs;
+  info->placement = rs->ranks;
+  StepRecord rec;
+  rec.run_id = rs->run_id;
+  rec.step = 7;
+  rec.run = info;
+  Record row;
+  row.time_ns = kT0;
+  row.body = std::shared_ptr<const RunStart>(rs);
+  runtime::state::Writer w;
+  w(*rs, *info, rec, row);
+  RunStart rs2;
+  RunInfo info2;
+  StepRecord rec2;
+  Record row2;
+  runtime::state::Reader r(w.data(), "codec");
+  r(rs2, info2, rec2, row2);
+  r.expect_end();
+  CHECK(rs2 == *rs);
+  REQUIRE(info2.placement.size() == 4);
+  CHECK(info2.placement == rs->ranks);
+  CHECK(info2.placement[1].gpu_model.str() == "NVIDIA A100-SXM4-80GB");
+  CHECK(info2.placement[2].node_type.str() == "p5.48xlarge");
+  REQUIRE(rec2.run);
+  CHECK(rec2.run->placement == rs->ranks);
+  REQUIRE(row2.kind() == Kind::kRunStart);
+  CHECK(row2.run_start().ranks == rs->ranks);
+  // A rank entry of the layout before gpu_model and node_type (3 fields) is refused, not misread.
+  runtime::state::Writer old;
+  old(std::vector<ForgedPlacement>{{0, Symbol::intern("node-0"), 0}});
+  runtime::state::Reader ro(old.data(), "codec");
+  std::vector<RankPlacement> back;
+  try {
+    ro(back);
+    FAIL("read a rank entry of the old layout");
+  } catch (const runtime::state::StateError& e) {
+    CHECK(std::string(e.what()).find("a struct has 3 fields where 5 were expected") != std::string::npos);
+  }
+
+  // Every operator whose state holds rank entries (a run_start, a run's rank
+  // map, a joined step or a row that carries one) keeps the new fields across
+  // a snapshot, and is at the version that introduced them: a snapshot of the
+  // old layout is refused by its header. The others' states do not hold them.
+  const std::map<std::string, uint32_t> holds = {{"asof_join", 5},    {"gpu_health", 3}, {"host_bottleneck", 3},
+                                                 {"nan_detect", 3},   {"oom_detect", 4}, {"rank_join", 5},
+                                                 {"spike_detect", 3}, {"step_stats", 4}};
+  for (const Case& c : kCases) {
+    CAPTURE(c.type);
+    std::vector<Record> rows = pool(labelled(fleet(c.faults)), c.reads_alerts);
+    auto def = make_operator(c.type);
+    std::vector<Record> in;
+    uint32_t mask = accepted(*def, c.type);
+    for (const Record& x : rows) {
+      if (mask & (1u << static_cast<unsigned>(x.kind()))) in.push_back(x);
+    }
+    OperatorRun result;
+    runtime::OperatorContext ctx{"op", 0, 1, &result.dead, &result.counters};
+    auto op = def->open(ctx);
+    runtime::Emitter<Record> out(&result.out, runtime::kBeginningOfTime);
+    for (size_t i = 0; i < in.size() / 2; ++i) op->process(in[i], out);
+    std::string snap = op->snapshot();
+    bool carries = snap.find("NVIDIA A100-SXM4-80GB") != std::string::npos;
+    CHECK_MESSAGE(carries == (holds.count(c.type) > 0), c.type << (carries ? " holds" : " does not hold")
+                                                               << " rank entries: update the list and its version");
+    if (!carries) continue;
+    CHECK(snap.find("p5.48xlarge") != std::string::npos);
+    CHECK(runtime::state::inspect(snap).version == holds.at(c.type));
+    auto back = def->open(ctx);
+    back->restore(snap);
+    CHECK(back->snapshot() == snap);
   }
 }
 

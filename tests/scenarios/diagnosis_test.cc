@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "schema/number_format.h"
 #include "tests/scenarios/scenario_run.h"
 
 using namespace runlens;
@@ -128,4 +129,37 @@ TEST_CASE("scenario: a thermal straggler's alert carries its GPU's and node's co
   CHECK(attr_of(s[0], "gpu_throttle_reasons") == 0x48);
   CHECK(attr_of(s[0], "node_cpu_pct") > 0);
   CHECK(std::abs(attr_of(s[0], "gpu_sample_offset_s")) <= 10);
+}
+
+TEST_CASE("scenario: a straggler's diagnosis reports the straggler alert's own number") {
+  // One number (docs/alerts.md): the straggler alert's value is the rank's
+  // work time / the median rank's at the alert's step; its diagnosis states
+  // that number (rank_ratio), in its summary where it prints a ratio and in
+  // its evidence and attrs, not step_stats' slowest / median of another step.
+  for (const char* fault : {"straggler:rank=13,from=60", "thermal:rank=13,from=60", "clock_low:rank=13,from=60"}) {
+    CAPTURE(std::string(fault));
+    auto r = run_scenario(scenario_options(), {fault});
+    auto stragglers = r.of("straggler");
+    REQUIRE(stragglers.size() == 1);
+    const Alert& s = stragglers[0];
+    REQUIRE(s.value.has_value());
+    REQUIRE(s.step.has_value());
+    CHECK(*s.value < 10);  // below 10 both print two decimals
+    std::string number = fmt_num(*s.value, "%.2f");
+    CHECK(s.summary.find("(" + number + "x)") != std::string::npos);
+    auto d = final_diagnoses(r);
+    REQUIRE(d.size() == 1);
+    const Alert& a = d[0];
+    CAPTURE(a.summary);
+    CHECK(a.symptom == "straggler");
+    CHECK(a.rank == s.rank);
+    CHECK(attr_of(a, "rank_ratio") == *s.value);
+    bool in_evidence = false;
+    for (const auto& e : a.evidence) in_evidence |= e.kind == "signal" && e.detail == "rank_ratio " + number;
+    CHECK(in_evidence);
+    CHECK(a.summary.find("straggler_ratio") == std::string::npos);
+    if (a.cause == "unknown")
+      CHECK(a.summary.find("works " + number + "x the median rank at step " + std::to_string(*s.step)) !=
+            std::string::npos);
+  }
 }
