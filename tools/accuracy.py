@@ -92,6 +92,8 @@ CLASSES = [
      "config_change", "training", "rank0", (0, 0, 0)),
     ("lr_change+nan", ["lr_change:step={s},factor=20", "nan:step={s10}"], "grad_spike",
      {"grad_spike", "loss_spike", "nan_loss"}, "config_change", "training", "rank0", (0, 0, 0)),
+    ("slowdown", ["slowdown:rank={r},from={s}"], "job_slowdown", {"job_slowdown", "throughput_drop"}, "unknown",
+     "infrastructure", "run", (0, 2, 0)),
     ("healthy", [], None, set(), None, None, "run", (0, 0, 0)),
 ]
 
