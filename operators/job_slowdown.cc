@@ -255,6 +255,21 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
     return changed;
   }
 
+  // The node every changed rank runs on, when the run spans several nodes; else empty.
+  static Symbol shared_node(const RunInfo* run, const std::vector<Own>& changed) {
+    if (!run) return {};
+    Symbol node;
+    for (const Own& o : changed) {
+      const RankPlacement* p = run->place(o.rank);
+      if (!p || p->node.empty() || (!node.empty() && p->node != node)) return {};
+      node = p->node;
+    }
+    for (const RankPlacement& p : run->placement) {
+      if (!p.node.empty() && p.node != node) return node;
+    }
+    return {};
+  }
+
   Alert make_alert(const Record& r, const StepRecord& rec, double before_ms, double after_ms, int64_t onset,
                    const std::vector<Own>& changed) {
     Alert a;
@@ -293,6 +308,12 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
                  std::to_string(o.rank) + " (+" + pct(own) + ")";
       }
       if (named < changed.size()) names += " and " + std::to_string(changed.size() - named) + " more";
+      // All on one node of several: a host's symptom, named by its node.
+      Symbol node = shared_node(rec.run.get(), changed);
+      if (!node.empty()) {
+        a.node = node;
+        names += ", all on node " + node.string() + ",";
+      }
       a.summary += "ranks " + names + " work slower than their own baselines";
     }
     a.alert_id = make_alert_id(a, onset);

@@ -35,7 +35,9 @@
 // nothing is raised.
 //
 // One `job_slowdown` warning per incident: run-level when several ranks
-// changed, naming the rank (rank, node, GPU) when exactly one did. value is
+// changed, naming the rank (rank, node, GPU) when exactly one did, and the
+// node (no rank) when several did and all run on one node of a run that
+// spans several (contention on one host is a host's symptom). value is
 // the job's step time after / before, threshold 1 + min_rise; attrs
 // before_ms, after_ms, ranks (how many changed), onset_step and, for up to 8
 // of them (the most changed first), rank_N = rank N's own after / before.
@@ -53,13 +55,13 @@ struct JobSlowdownOptions {
   double min_rank_change = 0.05;
   double max_rank_fraction = 0.5;
   double straggler_ratio = 1.5;
-  double rank_sigmas = 4;
+  double rank_sigmas = 3.5;
   int64_t current_steps = 5;
   int64_t persist_k = 2;
   int64_t baseline_steps = 40;
   int64_t baseline_gap = 10;
   int64_t min_baseline = 20;
-  int64_t min_after_steps = 7;
+  int64_t min_after_steps = 8;
   int64_t rank_history = 50;
   int64_t skip_steps = 3;
   int64_t min_ranks = 2;

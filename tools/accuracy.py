@@ -58,7 +58,7 @@ CLASSES = [
      "unknown", "infrastructure", "rank", (1, 2, 0)),
     ("thermal", ["thermal:rank={r},from={s}"], "straggler", {"straggler", "throughput_drop", "thermal_throttle"},
      "hardware_throttle", "infrastructure", "rank", (1, 2, 0)),
-    ("power_cap", ["power_cap:rank={r},from={s}"], "power_throttle", {"power_throttle"},
+    ("power_cap", ["power_cap:rank={r},from={s}"], "power_throttle", {"power_throttle", "job_slowdown"},
      "hardware_throttle", "infrastructure", "rank", (0, 2, 2)),
     ("host_cpu", ["host_cpu:rank={r},from={s}"], "data_starvation", {"data_starvation", "host_bottleneck"},
      "host_bottleneck", "infrastructure", "node", (0, 2, 0)),
