@@ -209,3 +209,36 @@ TEST_CASE("job_slowdown rejects parameters that cannot work, at their position")
   CHECK(config_error("job_slowdown", "max_rank_fraction: 2").find("test.yaml:7:24: error:") == 0);
   CHECK(config_error("job_slowdown", "min_rise: 0.2") == "");
 }
+
+TEST_CASE("job_slowdown names the node when every changed rank runs on it, and at most 8 ranks") {
+  {
+    Fleet f;  // 32 ranks on node-0..node-3: ranks 8, 10, 11 of node-1 slower
+    f.factors = {{8, 1.3}, {10, 1.25}, {11, 1.2}};
+    OperatorRun run;
+    run_fleet(f, &run);
+    auto alerts = run.alerts("job_slowdown");
+    REQUIRE(alerts.size() == 1);
+    CAPTURE(alerts[0].summary);
+    CHECK(!alerts[0].rank.has_value());
+    CHECK(!alerts[0].gpu.has_value());
+    CHECK(alerts[0].node.str() == "node-1");
+    CHECK(attr(alerts[0], "ranks") == 3);
+    CHECK(alerts[0].summary.find(" and 11 (+") != std::string::npos);
+    CHECK(alerts[0].summary.find(", all on node node-1, work slower than their own baselines") != std::string::npos);
+  }
+  {
+    Fleet f;  // 10 of 32 ranks on every node: run-level, 8 named
+    for (int32_t r = 0; r < 10; ++r) f.factors[r * 3] = 1.3 - 0.01 * r;
+    OperatorRun run;
+    run_fleet(f, &run);
+    auto alerts = run.alerts("job_slowdown");
+    REQUIRE(alerts.size() == 1);
+    CAPTURE(alerts[0].summary);
+    CHECK(alerts[0].node.empty());
+    CHECK(attr(alerts[0], "ranks") == 10);
+    int named = 0;
+    for (const auto& [k, v] : alerts[0].attrs) named += k.rfind("rank_", 0) == 0;
+    CHECK(named == ops::kJobSlowdownNamedRanks);
+    CHECK(alerts[0].summary.find(" and 2 more work slower than their own baselines") != std::string::npos);
+  }
+}
