@@ -120,7 +120,7 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
       if (!(w > 0) || !std::isfinite(w)) continue;
       auto& ring = st.ranks[s.rank];
       ring.push_back({rec.step, std::log(w)});
-      while (ring.front().step <= rec.step - o_.rank_history) ring.pop_front();
+      while (static_cast<int64_t>(ring.size()) > o_.rank_history) ring.pop_front();
     }
 
     // The job's step: the median rank's wall time.
@@ -173,7 +173,8 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
       // Refine the change point on the changed ranks' own series, and judge them there.
       std::vector<Point> pooled;
       std::vector<double> z;
-      for (int64_t step = st.pending.front().step; step <= rec.step; ++step) {
+      for (const Point& at : st.pending) {
+        const int64_t step = at.step;
         z.clear();
         for (const Own& o : changed) {
           const auto& ring = st.ranks[o.rank];
@@ -223,12 +224,10 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
       if (it == st.ranks.end() || it->second.empty() || it->second.back().step != rec.step) continue;
       pre_.clear();
       post_.clear();
-      for (const Point& p : it->second) {
-        if (p.step >= onset)
-          post_.push_back(p.v);
-        else if (p.step >= onset - o_.baseline_steps)
-          pre_.push_back(p.v);
-      }
+      for (const Point& p : it->second) (p.step >= onset ? post_ : pre_).push_back(p.v);
+      // Its own baseline: at most the last baseline_steps before the change point.
+      if (static_cast<int64_t>(pre_.size()) > o_.baseline_steps)
+        pre_.erase(pre_.begin(), pre_.end() - o_.baseline_steps);
       if (pre_.size() < kMinRankBaseline || post_.size() < kMinRankAfter) continue;
       Own o;
       o.rank = s.rank;

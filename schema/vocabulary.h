@@ -19,8 +19,7 @@
     "Info: a run's ranks work at stably different speeds from the start (speed groups, or GPU models or node types "  \
     "that differ); each rank is judged against its own group.")                                                       \
   X(kJobSlowdown, "job_slowdown",                                                                                     \
-    "The run's step time rose and stayed up, and the ranks whose own work time changed at that step are named "       \
-    "(several ranks, each a little slower).")                                                                         \
+    "The run's step time rose and stayed up, with a few ranks whose own work time rose at that step (named).")        \
   X(kRankMissing, "rank_missing", "A rank did not report a step before the deadline after the first rank did.")       \
   X(kJobStalled, "job_stalled",                                                                                       \
     "More than stall_fraction of a run's ranks did not report a step before its deadline (one alert for the run).")   \
