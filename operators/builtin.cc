@@ -4,6 +4,7 @@
 #include "operators/data_starvation.h"
 #include "operators/gpu_health.h"
 #include "operators/host_bottleneck.h"
+#include "operators/job_slowdown.h"
 #include "operators/nan_detect.h"
 #include "operators/oom_detect.h"
 #include "operators/operator.h"
@@ -21,6 +22,7 @@ namespace runlens::ops {
 void RegisterBuiltinOperators(Registry& registry) {
   RegisterRankJoin(registry);
   RegisterStraggler(registry);
+  RegisterJobSlowdown(registry);
   RegisterStepStats(registry);
   RegisterNanDetect(registry);
   RegisterTelemetryGaps(registry);

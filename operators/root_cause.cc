@@ -27,7 +27,7 @@ using rules::Scope;
 
 // --- signals -----------------------------------------------------------------------------
 
-enum class Source : uint8_t { kStep, kHardware, kSymptom };
+enum class Source : uint8_t { kStep, kHardware, kSymptom, kAttr };
 
 // Step signals: their index in StepRow::v.
 enum StepSignal : int {
@@ -53,7 +53,7 @@ struct SignalDef {
   const char* name;
   Source source;
   int index;             // StepSignal or SymptomSignal
-  const char* attr;      // hardware: the asof_join attr
+  const char* attr;      // hardware: the asof_join attr; attr: the symptom alert's attr
   const char* own_attr;  // hardware: the attr a hardware alert carries itself
 };
 
@@ -98,6 +98,10 @@ constexpr SignalDef kSignals[] = {
     {"step", Source::kSymptom, kSymptomStep, nullptr, nullptr},
     {"symptom_value", Source::kSymptom, kSymptomValue, nullptr, nullptr},
     {"rank_ratio", Source::kSymptom, kRankRatio, nullptr, nullptr},
+    // job_slowdown's attrs: the job's step time before and after, and how many ranks changed.
+    {"before_ms", Source::kAttr, 0, "before_ms", nullptr},
+    {"after_ms", Source::kAttr, 0, "after_ms", nullptr},
+    {"ranks", Source::kAttr, 0, "ranks", nullptr},
 };
 constexpr int kSignalCount = static_cast<int>(std::size(kSignals));
 
@@ -268,6 +272,9 @@ class Window final : public rules::Environment {
         if (primary_.alert->value) return *primary_.alert->value;
         return std::nullopt;
       }
+      case Source::kAttr:
+        if (agg == Agg::kBaseline || agg == Agg::kDelta || agg == Agg::kRatio) return std::nullopt;
+        return attr(def.attr);
     }
     return std::nullopt;
   }
@@ -432,6 +439,18 @@ std::string where_words(const Alert& a) {
   }
   if (!a.node.empty()) return node_gpu_words(a.node, a.gpu);
   return "the run";
+}
+
+// The ranks an alert names in its rank_N attrs (job_slowdown: each rank's own
+// after / before), in their order: "13 (+30 %), 20 (+23 %)"; "none" without.
+std::string named_ranks(const Alert& a) {
+  std::string out;
+  for (const auto& [k, v] : a.attrs) {
+    if (k.rfind("rank_", 0) != 0 || k.size() == 5 || k.find_first_not_of("0123456789", 5) != std::string::npos)
+      continue;
+    out += (out.empty() ? "" : ", ") + k.substr(5) + " (" + (v >= 1 ? "+" : "") + fmt_num(100 * (v - 1)) + " %)";
+  }
+  return out.empty() ? "none" : out;
 }
 
 std::string event_detail(const Occurrence& e) {
@@ -797,6 +816,7 @@ class RootCause final : public PerRunOperator<RootCause, RunState> {
       if (name == "step") return std::to_string(primary.step);
       if (name == "onset") return std::to_string(inc.onset);
       if (name == "symptom") return p.kind;
+      if (name == "named_ranks") return named_ranks(p);
       auto id = vocab().signal(name);
       if (!id) return "{" + std::string(name) + "}";
       auto v = w.signal(*id, Agg::kAt);

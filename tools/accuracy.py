@@ -61,7 +61,7 @@ CLASSES = [
      "unknown", "infrastructure", "rank", (1, 2, 0)),
     ("thermal", ["thermal:rank={r},from={s}"], "straggler", {"straggler", "throughput_drop", "thermal_throttle"},
      "hardware_throttle", "infrastructure", "rank", (1, 2, 0)),
-    ("power_cap", ["power_cap:rank={r},from={s}"], "power_throttle", {"power_throttle"},
+    ("power_cap", ["power_cap:rank={r},from={s}"], "power_throttle", {"power_throttle", "job_slowdown"},
      "hardware_throttle", "infrastructure", "rank", (0, 2, 2)),
     ("host_cpu", ["host_cpu:rank={r},from={s}"], "data_starvation", {"data_starvation", "host_bottleneck"},
      "host_bottleneck", "infrastructure", "node", (0, 2, 0)),
@@ -96,7 +96,8 @@ CLASSES = [
     ("lr_change+nan", ["lr_change:step={s},factor=20", "nan:step={s10}"], "grad_spike",
      {"grad_spike", "loss_spike", "nan_loss"}, "config_change", "training", "rank0", (0, 0, 0)),
     ("host_contention", ["host_contention:rank={r},from={s}"], "host_bottleneck",
-     {"host_bottleneck", "straggler", "throughput_drop"}, "host_bottleneck", "infrastructure", "node", (1, 2, 1)),
+     {"host_bottleneck", "straggler", "throughput_drop", "job_slowdown"}, "host_bottleneck", "infrastructure", "node",
+     (1, 2, 1)),
     # Real fleets (issue 14): two speed groups from the first step; a jump of two
     # ranks of the slow group (the jump's ranks are in the slow group: see
     # SHAPES); healthy runs at 8 and 1024 ranks, and with 4x the pauses.
@@ -105,6 +106,8 @@ CLASSES = [
     ("group_jump", ["speed_groups", "straggler:rank={r},from={s},factor=4", "straggler:rank={r2},from={s},factor=4.5"],
      "straggler", {"straggler", "throughput_drop", "rank_heterogeneity"}, "unknown", "infrastructure", "ranks",
      (1, 2, 0)),
+    ("slowdown", ["slowdown:rank={r},from={s}"], "job_slowdown", {"job_slowdown", "throughput_drop"}, "unknown",
+     "infrastructure", "run", (0, 2, 0)),
     ("healthy", [], None, set(), None, None, "run", (0, 0, 0)),
     ("noise", [], None, set(), None, None, "run", (0, 0, 0)),
     ("healthy-8", [], None, set(), None, None, "run", (0, 0, 0)),

@@ -46,7 +46,8 @@ const std::vector<std::string>& event_kinds() {
 }
 
 const std::vector<std::string>& locator_placeholders() {
-  static const std::vector<std::string> p = {"where", "run", "rank", "node", "gpu", "step", "onset", "symptom"};
+  static const std::vector<std::string> p = {"where", "run",   "rank",    "node",       "gpu",
+                                             "step",  "onset", "symptom", "named_ranks"};
   return p;
 }
 

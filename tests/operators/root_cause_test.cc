@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "tests/operators/operator_run.h"
@@ -192,6 +193,21 @@ TEST_CASE("root_cause: each shipped tree on hand-built windows") {
        "infrastructure"},
       {"straggler without telemetry", kHealthy, {{"straggler", 42, 13, {{"onset_step", 40}}}}, {}, "straggler", "unknown",
        "infrastructure"},
+      // Job slowdown localized (issue 14): a lower priority than the straggler's.
+      {"job slowdown of several ranks", kHealthy,
+       {{"job_slowdown", 47, -1, {{"before_ms", 2150}, {"after_ms", 2600}, {"ranks", 4}, {"onset_step", 40},
+                                  {"rank_13", 1.3}, {"rank_2", 1.1}}}}, {}, "job_slowdown", "unknown", "infrastructure"},
+      {"job slowdown of one power-capped rank", kHealthy,
+       {{"job_slowdown", 47, 13, with(with(with(normal, "gpu_throttle_reasons", 4), "gpu_sm_clock_mhz", 1500), "ranks", 1)}},
+       {}, "job_slowdown", "hardware_throttle", "infrastructure"},
+      {"job slowdown of one rank on a busy host", kHealthy,
+       {{"job_slowdown", 47, 13, with(with(normal, "node_cpu_pct", 97), "ranks", 1)}}, {}, "job_slowdown",
+       "host_bottleneck", "infrastructure"},
+      {"job slowdown of one rank, normal telemetry", kHealthy, {{"job_slowdown", 47, 13, with(normal, "ranks", 1)}}, {},
+       "job_slowdown", "unknown", "infrastructure"},
+      {"job slowdown and the straggler of the same rank", kHealthy,
+       {{"job_slowdown", 47, 13, with(normal, "ranks", 1)}, {"straggler", 44, 13, with(normal, "node_cpu_pct", 97)}},
+       {}, "straggler", "host_bottleneck", "infrastructure"},
       // Training failure (spec sections 24, 25).
       {"NaN with no change", kHealthy, {{"nan_loss", 50, 0}}, {}, "nan_loss", "training_instability", "training"},
       {"gradient spike after an LR config change", kHealthy, {{"grad_spike", 50, 0}, {"loss_spike", 50, 0}},
@@ -314,6 +330,30 @@ TEST_CASE("root_cause: the diagnosis carries the onset, the events of the window
   CHECK(event);
   CHECK(signal);
   CHECK(d[0].alert_id == make_alert_id("diagnosis", Symbol::intern(kRun), 0, Symbol::intern("node-0"), 0, 50));
+}
+
+TEST_CASE("root_cause: a job_slowdown's diagnosis reports the alert's numbers and names its ranks") {
+  auto rows = window(60, kHealthy,
+                     {{"job_slowdown",
+                       47,
+                       -1,
+                       {{"before_ms", 2150.4},
+                        {"after_ms", 2601},
+                        {"ranks", 3},
+                        {"onset_step", 40},
+                        {"rank_13", 1.3},
+                        {"rank_20", 1.23},
+                        {"rank_2", 1.1}}}});
+  auto d = diagnoses(rows);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].summary ==
+        "LIKELY CAUSE: unknown (owner infrastructure): the job's step time rose from 2150 to 2601 ms since step 40; "
+        "the "
+        "ranks that work slower than their own baselines (3): 13 (+30 %), 20 (+23 %), 2 (+10 %)");
+  std::map<std::string, double> attrs(d[0].attrs.begin(), d[0].attrs.end());
+  CHECK(attrs["before_ms"] == 2150.4);
+  CHECK(attrs["after_ms"] == 2601);
+  CHECK(attrs["ranks"] == 3);
 }
 
 TEST_CASE("root_cause: one diagnosis per incident") {

@@ -184,6 +184,7 @@ struct Case {
 const Case kCases[] = {
     {"rank_join", {"missing_rank:rank=5,from=60"}, {"rank_missing"}},
     {"straggler", {"straggler:rank=3,from=40"}, {"straggler"}},
+    {"job_slowdown", {"slowdown:rank=13,from=80,to=120"}, {"job_slowdown"}},
     {"step_stats", {"straggler:rank=3,from=40"}, {}},
     {"nan_detect", {"nan:step=110"}, {"nan_loss"}},
     {"train_marks", {"lr_change:step=100,factor=20", "nan:step=110"}, {}},
