@@ -80,12 +80,18 @@ TEST_CASE("scenario: a contended host's ranks compute slower: host_bottleneck, o
   }
   for (const char* s : {"cpu_pct", "cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct", "cpu_steal_pct"})
     CHECK_MESSAGE(signals[s], s << " is not in the evidence");
-  // Stragglers of the node's ranks, if the bursts raise any, stay on that node.
+  // Stragglers of the node's ranks, if the bursts raise any, stay on that node (most of the node slow at once is
+  // the host's: straggler's node_wide_fraction).
   for (const auto& s : r.of("straggler")) CHECK(s.node.str() == "gpu-node-1");
   for (const auto& s : r.serious()) {
     CAPTURE(s);
-    CHECK(
-        (s.rfind("host_bottleneck@", 0) == 0 || s.rfind("straggler@", 0) == 0 || s.rfind("throughput_drop@", 0) == 0));
+    CHECK((s.rfind("host_bottleneck@", 0) == 0 || s.rfind("straggler@", 0) == 0 ||
+           s.rfind("throughput_drop@", 0) == 0 || s.rfind("job_slowdown@", 0) == 0));
+  }
+  // The job's slowdown, if raised, names the contended node, not a GPU.
+  for (const auto& s : r.of("job_slowdown")) {
+    CHECK(s.node.str() == "gpu-node-1");
+    CHECK(!s.gpu);
   }
 }
 
