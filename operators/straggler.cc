@@ -250,13 +250,17 @@ class Straggler final : public PerRunOperator<Straggler, RunState> {
     }
   }
 
-  // Slow together with most of its node's ranks: the host's, not the GPU's.
-  // The others count when slow in 2 or more steps of the window (not one
-  // pause), and it takes 2 of them besides the rank.
+  // Slow in bursts together with most of its node's ranks: the host's, not
+  // the GPU's. The others count when slow in 2 or more steps of the window
+  // (not one pause), and it takes 2 of them besides the rank. A rank slow in
+  // every step of the window is judged as ever (a whole node slowed for good
+  // is its GPUs' stragglers, not silence).
   bool node_wide(const RunState& st, const StepRecord& rec, int32_t rank) const {
     if (o_.node_wide_fraction >= 1 || !rec.run) return false;
     const RankPlacement* p = rec.run->place(rank);
     if (!p || p->node.empty()) return false;
+    // Slow in every step of the window: persistent, not the bursts of a busy host.
+    if (static_cast<int64_t>(st.ranks.at(rank).slow_steps.size()) >= o_.persist_n) return false;
     int64_t on_node = 0, slow = 1;
     for (const RankPlacement& q : rec.run->placement) {
       if (q.node != p->node) continue;

@@ -37,10 +37,11 @@
 // persist_n steps, is published again: the same alert_id, revision + 1, the
 // new ratio as its value and `escalation` = 1 in attrs.
 //
-// A host, not a GPU. A rank is not flagged while at least `node_wide_fraction`
-// of the ranks of its node (4 or more), and 3 or more, are slow too (the others
-// in 2 or more steps of the window): slowness that hits a whole host is the
-// host's (host_bottleneck), not one GPU's.
+// A host, not a GPU. A rank slow in bursts (not in every step of the window)
+// is not flagged while at least `node_wide_fraction` of the ranks of
+// its node (4 or more), and 3 or more, are slow too (the others in 2 or more
+// steps of the window): contention that hits a whole host is the host's
+// (host_bottleneck), not one GPU's.
 #pragma once
 
 #include "operators/operator.h"

@@ -68,6 +68,7 @@ TEST_CASE("sdk progress: producer, seq, a watermark no later event undercuts, an
   o.batch_size = 7;  // small: P0 fills batches while P1-P3 events wait
   o.flush_interval = std::chrono::milliseconds(5);
   o.buffer_capacity = {1 << 14, 1 << 14, 1 << 14, 1 << 14};
+  o.host_samples = false;  // its events are counted
   runlens::sdk::Emitter em(std::move(o));
   constexpr int kThreads = 4, kPerThread = 1500;
   std::vector<std::thread> threads;
@@ -134,6 +135,7 @@ TEST_CASE("sdk progress: an emitter that sends nothing still says it is done, an
     o.run_id = "cxx-quiet";
     o.rank = 1;
     o.world_size = 2;
+    o.host_samples = false;  // it must send no event at all
     runlens::sdk::Emitter em(std::move(o));
     const auto before = std::chrono::system_clock::now().time_since_epoch();
     CHECK(em.close(std::chrono::seconds(10)));
