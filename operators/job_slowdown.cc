@@ -184,9 +184,7 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
         }
         if (z.empty()) continue;
         // The lower median: one paused rank of two does not lift it.
-        auto mid = z.begin() + static_cast<std::ptrdiff_t>((z.size() - 1) / 2);
-        std::nth_element(z.begin(), mid, z.end());
-        pooled.push_back({step, *mid});
+        pooled.push_back({step, lower_median_in_place(z)});
       }
       int64_t refined = change_point(pooled, static_cast<size_t>(o_.current_steps), std::log1p(o_.min_rank_change) / 2);
       if (refined != onset) {

@@ -368,9 +368,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
       if (v != INT64_MIN) scratch_.push_back(v);
     }
     if (scratch_.empty()) return INT64_MIN;
-    auto mid = scratch_.begin() + static_cast<std::ptrdiff_t>((scratch_.size() - 1) / 2);
-    std::nth_element(scratch_.begin(), mid, scratch_.end());
-    return *mid;
+    return lower_median_in_place(scratch_);
   }
 
   // Judges a report against the run's current step. A step more than

@@ -22,6 +22,15 @@ std::vector<int64_t> range(int64_t a, int64_t b) {
   return v;
 }
 
+// A pseudo-random number fixed by (rank, step): where noise falls.
+uint64_t rank_step_hash(int32_t r, int64_t s) {
+  uint64_t h = (uint64_t(uint32_t(r)) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(s) * 0xC2B2AE3D27D4EB4Full);
+  h ^= h >> 29;
+  h *= 0xBF58476D1CE4E5B9ull;
+  h ^= h >> 32;
+  return h;
+}
+
 std::vector<int64_t> concat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
   a.insert(a.end(), b.begin(), b.end());
   return a;
@@ -163,13 +172,7 @@ TEST_CASE("straggler_required_hits: more slow steps when chance would line persi
 TEST_CASE("straggler: many ranks with frequent one-step pauses raise nothing; a real straggler is still found") {
   // 512 ranks, 300 steps; every rank pauses (2x) on 2 % of its steps, at
   // pseudo-random steps; rank 77 is slow from step 200 on.
-  auto pause = [](int32_t r, int64_t s) {
-    uint64_t h = (uint64_t(uint32_t(r)) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(s) * 0xC2B2AE3D27D4EB4Full);
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return h % 1000 < 20;
-  };
+  auto pause = [](int32_t r, int64_t s) { return rank_step_hash(r, s) % 1000 < 20; };
   auto work = [&](int32_t r, int64_t s) {
     double base = 1900 + 7 * ((r * 31 + s * 17) % 11);
     if (r == 77 && s >= 200) return base * 2;
@@ -374,11 +377,7 @@ TEST_CASE("straggler: slowness shared by most of a node's ranks is the host's, n
   // Node 1 (ranks 8..15) is contended: each of its ranks works 2x in a pseudo-random 40 % of its steps from step 20.
   auto work = [](int32_t r, int64_t s) {
     double base = 1900 + 7 * ((r * 31 + s * 17) % 11);
-    uint64_t h = (uint64_t(uint32_t(r)) * 0x9E3779B97F4A7C15ull) ^ (uint64_t(s) * 0xC2B2AE3D27D4EB4Full);
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    bool burst = r / 8 == 1 && s >= 20 && h % 10 < 4;
+    bool burst = r / 8 == 1 && s >= 20 && rank_step_hash(r, s) % 10 < 4;
     return burst ? base * 2 : base;
   };
   OperatorRun joined;
