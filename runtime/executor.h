@@ -225,6 +225,13 @@ class Executor {
     });
   }
 
+  // Rows of the reorder buffer in event-time order; rows before `head` are released.
+  struct PendingRun {
+    std::vector<R> rows;
+    size_t head = 0;
+    size_t released = 0;  // how far the watermark being handled releases
+  };
+
   struct Msg {
     bool is_watermark = false;
     int producer = -1;   // global producer id
@@ -262,7 +269,11 @@ class Executor {
     int64_t forwarded_wm = kBeginningOfTime;
     int64_t arrival_ns = 0;  // of the watermark message being handled
     bool finished = false;
-    std::vector<R> pending;  // reorder buffer: rows not yet released by the watermark
+    // The reorder buffer: rows not yet released by the watermark, as the
+    // messages brought them, each message's rows sorted by event time (a
+    // run). A watermark releases a prefix of each run; rows the watermark
+    // keeps back are never moved.
+    std::vector<PendingRun> pending;
     std::vector<R> emitted;
     std::vector<Ref> order;  // the released rows of `pending`, in canonical order
     std::vector<Ref> scratch;
@@ -895,11 +906,7 @@ class Executor {
     if (failed_.load(std::memory_order_relaxed)) return;
     if (!m.is_watermark) {
       p->node->counters.add(p->node->counters.in, m.rows.size());
-      if (p->pending.empty()) {
-        p->pending.swap(m.rows);
-      } else {
-        for (auto& r : m.rows) p->pending.push_back(std::move(r));
-      }
+      add_pending(p, m.rows);
       if (!m.shed.empty()) report_shed(p, m.shed);
       return;
     }
@@ -924,17 +931,44 @@ class Executor {
     route(node, node->producer_base + p->index, emitted);
   }
 
+  static bool earlier(const R& a, const R& b) { return RowTraits<R>::time_ns(a) < RowTraits<R>::time_ns(b); }
+
+  // Adds a message's rows to the reorder buffer as a run sorted by event
+  // time (sources and most operators send them in order already). A small
+  // message that follows the last run in time joins it, so that many small
+  // messages do not make many runs.
+  static void add_pending(Partition* p, std::vector<R>& rows) {
+    if (rows.empty()) return;
+    if (!std::is_sorted(rows.begin(), rows.end(), earlier)) std::stable_sort(rows.begin(), rows.end(), earlier);
+    constexpr size_t kJoinBelow = 64;
+    if (!p->pending.empty()) {
+      PendingRun& last = p->pending.back();
+      if (rows.size() < kJoinBelow && !earlier(rows.front(), last.rows.back())) {
+        for (auto& r : rows) last.rows.push_back(std::move(r));
+        rows.clear();
+        return;
+      }
+    }
+    p->pending.push_back(PendingRun{std::move(rows), 0, 0});
+    rows = {};
+  }
+
   // Releases every pending row older than `wm` to the operator in canonical
   // order, lets it fire timers, and forwards the watermark.
   void advance(Partition* p, int64_t wm) {
     Node* node = p->node;
-    // Rows stay where they are: the operator reads them in place, and only
-    // the rows the watermark keeps back are moved, to the front.
+    // Rows stay where they are: the operator reads them in place. Each run
+    // releases the prefix older than the watermark (the final watermark
+    // releases everything, rows stamped at the end of time too).
     p->order.clear();
-    for (const auto& r : p->pending) {
-      // The final watermark releases everything, rows stamped at the end of time too.
-      int64_t t = RowTraits<R>::time_ns(r);
-      if (t < wm || wm == kEndOfTime) p->order.push_back({t, &r});
+    for (PendingRun& run : p->pending) {
+      auto begin = run.rows.begin() + static_cast<std::ptrdiff_t>(run.head);
+      auto end = wm == kEndOfTime ? run.rows.end()
+                                  : std::partition_point(begin, run.rows.end(), [wm](const R& r) {
+                                      return RowTraits<R>::time_ns(r) < wm;
+                                    });
+      for (auto it = begin; it != end; ++it) p->order.push_back({RowTraits<R>::time_ns(*it), &*it});
+      run.released = static_cast<size_t>(end - run.rows.begin());
     }
     canonical_order(p->order, p->scratch, p->runs);
     p->emitted.clear();
@@ -943,17 +977,17 @@ class Executor {
     // A sink has handled (published, written) the rows this watermark released.
     if (node->consumers.empty() && p->arrival_ns != 0 && !p->order.empty())
       node->counters.latency.record(steady_ns() - p->arrival_ns, p->order.size());
-    if (p->order.size() == p->pending.size()) {
-      p->pending.clear();
-    } else {
-      size_t kept = 0;
-      for (size_t i = 0; i < p->pending.size(); ++i) {
-        if (RowTraits<R>::time_ns(p->pending[i]) < wm) continue;
-        if (kept != i) p->pending[kept] = std::move(p->pending[i]);
-        ++kept;
-      }
-      p->pending.resize(kept);
+    // Runs the watermark has released whole are dropped; the others keep
+    // their rows where they are.
+    size_t kept = 0;
+    for (size_t i = 0; i < p->pending.size(); ++i) {
+      PendingRun& run = p->pending[i];
+      run.head = run.released;
+      if (run.head == run.rows.size()) continue;
+      if (kept != i) p->pending[kept] = std::move(run);
+      ++kept;
     }
+    p->pending.resize(kept);
     p->op->on_watermark(wm, out);
     if (wm == kEndOfTime) {
       RUNLENS_CHECK(p->pending.empty(), "rows remained after the final watermark");
