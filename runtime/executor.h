@@ -633,46 +633,79 @@ class Executor {
         if (mask & (1u << k)) last_of_kind[k] = static_cast<uint32_t>(ci);
       }
     }
+    // Each row's slot (partition x lane) of the consumer at hand, found in a
+    // first pass so that every slot's batch is allocated once, at its size.
+    constexpr uint32_t kSkip = UINT32_MAX, kEveryPartition = UINT32_MAX - 1;
+    std::vector<uint32_t> slot_of_row(rows.size());
     for (size_t ci = 0; ci < from->consumers.size(); ++ci) {
       Node* to = from->consumers[ci];
       if (!(to->accepts & kinds)) continue;
-      size_t parts = to->parts.size();
-      size_t lanes = shed ? kPriorities : 1;
+      const size_t parts = to->parts.size();
+      const size_t lanes = shed ? kPriorities : 1;
+      const size_t slots = parts * lanes;
       // Local, not cached: delivering may drain the consumer inline, which routes again.
-      std::vector<std::vector<R>> out(parts * lanes);
-      if (parts * lanes == 1) out[0].reserve(rows.size());
-      for (auto& r : rows) {
+      std::vector<std::vector<R>> out(slots);
+      std::vector<size_t> count(slots, 0);
+      std::vector<int64_t> weight(slots, 0);
+      std::vector<int> worst(slots, 0);
+      std::vector<size_t> everywhere(lanes, 0);  // rows without a key (every partition takes them), by lane
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const R& r = rows[i];
         unsigned kind = RowTraits<R>::kind(r);
-        if (!(to->accepts & (1u << kind))) continue;
-        bool take = last_of_kind[kind] == ci;
+        if (!(to->accepts & (1u << kind))) {
+          slot_of_row[i] = kSkip;
+          continue;
+        }
         size_t lane = shed ? static_cast<size_t>(RowTraits<R>::priority(r)) : 0;
         if (parts == 1) {
-          out[lane].push_back(take ? std::move(r) : r);
+          slot_of_row[i] = static_cast<uint32_t>(lane);
+          ++count[lane];
           continue;
         }
         std::optional<uint64_t> key = to->def->key(r);
         if (!key) {
-          for (size_t p = 0; p < parts; ++p) out[p * lanes + lane].push_back(r);
+          slot_of_row[i] = kEveryPartition;
+          ++everywhere[lane];
           continue;
         }
-        size_t p = static_cast<size_t>(*key % parts);
-        out[p * lanes + lane].push_back(take ? std::move(r) : r);
+        uint32_t s = static_cast<uint32_t>((*key % parts) * lanes + lane);
+        slot_of_row[i] = s;
+        ++count[s];
+      }
+      for (size_t s = 0; s < slots; ++s) {
+        size_t n = count[s] + everywhere[s % lanes];
+        if (n) out[s].reserve(n);
+      }
+      for (size_t i = 0; i < rows.size(); ++i) {
+        uint32_t s = slot_of_row[i];
+        if (s == kSkip) continue;
+        R& r = rows[i];
+        const int64_t w = RowTraits<R>::weight(r);
+        const int pr = RowTraits<R>::priority(r);
+        if (s == kEveryPartition) {
+          size_t lane = shed ? static_cast<size_t>(pr) : 0;
+          for (size_t p = 0; p < parts; ++p) {
+            size_t ps = p * lanes + lane;
+            out[ps].push_back(r);
+            weight[ps] += w;
+            worst[ps] = std::max(worst[ps], pr);
+          }
+          continue;
+        }
+        bool take = last_of_kind[RowTraits<R>::kind(r)] == ci;
+        out[s].push_back(take ? std::move(r) : r);
+        weight[s] += w;
+        worst[s] = std::max(worst[s], pr);
       }
       for (size_t p = 0; p < parts; ++p) {
         for (size_t lane = 0; lane < lanes; ++lane) {
-          auto& batch = out[p * lanes + lane];
-          if (batch.empty()) continue;
+          size_t s = p * lanes + lane;
+          if (out[s].empty()) continue;
           Msg m;
           m.producer = producer;
-          m.priority = static_cast<int>(lane);
-          if (!shed) {
-            int worst = 0;
-            for (const auto& r : batch) worst = std::max(worst, RowTraits<R>::priority(r));
-            m.priority = worst;
-          }
-          for (const auto& r : batch) m.weight += RowTraits<R>::weight(r);
-          m.rows = std::move(batch);
-          batch = {};
+          m.priority = shed ? static_cast<int>(lane) : worst[s];
+          m.weight = weight[s];
+          m.rows = std::move(out[s]);
           deliver(to->parts[p].get(), std::move(m));
         }
       }
