@@ -8,6 +8,8 @@ run so that machine noise hits them alike, and prints medians:
   /usr/bin/python3 bench/replay_bench.py                       # throughput, 1 and 2 threads
   /usr/bin/python3 bench/replay_bench.py --memory-steps 1000 2000 4000   # peak RSS vs run length
   /usr/bin/python3 bench/replay_bench.py --pipelines default default-without-store bench/core-pipeline.yaml
+  /usr/bin/python3 bench/replay_bench.py --steps 500 --gpu-every 1 --threads 2 --bin OLD/runlens build/runlens --jsonl
+      # issue 13's GPU-every-step mix, two builds side by side, from the recording and from JSONL
 
 Events/s counts every event read from the recording (wall time of the whole
 `runlens replay` process, start-up and exit included).
@@ -20,10 +22,10 @@ import sys
 import time
 
 
-def synth(binary, path, ranks, steps):
+def synth(binary, path, ranks, steps, gpu_every=10):
     if os.path.exists(path):
         return
-    subprocess.run([binary, "synth", "--ranks", str(ranks), "--steps", str(steps), "--gpu-every", "10",
+    subprocess.run([binary, "synth", "--ranks", str(ranks), "--steps", str(steps), "--gpu-every", str(gpu_every),
                     "--fault", "straggler:rank=713,from=%d" % (steps // 2), "--out", path],
                    check=True, stderr=subprocess.DEVNULL)
 
@@ -77,17 +79,21 @@ def replay_once(binary, path, threads, outdir, pipeline=None):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--bin", default="build/runlens")
+    ap.add_argument("--bin", nargs="+", default=["build/runlens"],
+                    help="runlens binaries to compare side by side (the first synthesizes the files)")
     ap.add_argument("--dir", default="/tmp/runlens-bench")
     ap.add_argument("--ranks", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--gpu-every", type=int, default=10, help="synth --gpu-every: steps between GPU and node samples")
+    ap.add_argument("--jsonl", action="store_true", help="also replay the run as JSONL (synth's own output)")
     ap.add_argument("--memory-steps", type=int, nargs="*", default=[])
     ap.add_argument("--pipelines", nargs="+", default=["default"],
                     help="pipeline files to compare side by side; 'default' is the embedded default pipeline, "
                          "'default-without-store' the same less its SQLite store sink")
     a = ap.parse_args()
+    binaries, a.bin = a.bin, a.bin[0]
     os.makedirs(a.dir, exist_ok=True)
     outdir = os.path.join(a.dir, "out")
     os.makedirs(outdir, exist_ok=True)
@@ -96,8 +102,8 @@ def main():
         print("peak RSS vs run length (%d ranks, %d threads, median of %d)" % (a.ranks, max(a.threads), a.repeat))
         paths = {}
         for steps in a.memory_steps:
-            paths[steps] = os.path.join(a.dir, "fleet-%dx%d.rlrec" % (a.ranks, steps))
-            synth(a.bin, paths[steps], a.ranks, steps)
+            paths[steps] = os.path.join(a.dir, "fleet-%dx%d-g%d.rlrec" % (a.ranks, steps, a.gpu_every))
+            synth(a.bin, paths[steps], a.ranks, steps, a.gpu_every)
         rss = {s: [] for s in a.memory_steps}
         for _ in range(a.repeat):
             for steps in a.memory_steps:
@@ -109,24 +115,31 @@ def main():
 
     a.pipelines = [without_store(os.path.join(a.dir, "default-without-store.yaml")) if p == "default-without-store"
                    else p for p in a.pipelines]
-    path = os.path.join(a.dir, "fleet-%dx%d.rlrec" % (a.ranks, a.steps))
-    synth(a.bin, path, a.ranks, a.steps)
+    path = os.path.join(a.dir, "fleet-%dx%d-g%d.rlrec" % (a.ranks, a.steps, a.gpu_every))
+    synth(a.bin, path, a.ranks, a.steps, a.gpu_every)
+    inputs = [path]
+    if a.jsonl:
+        inputs.append(path[: -len(".rlrec")] + ".jsonl")
+        synth(a.bin, inputs[-1], a.ranks, a.steps, a.gpu_every)
     events = count_events(a.bin, path)
-    print("recording: %s, %d events, %.0f MiB" % (path, events, os.path.getsize(path) / 2**20))
-    configs = [(p, t) for p in a.pipelines for t in a.threads]
+    for f in inputs:
+        print("input: %s, %d events, %.0f MiB" % (f, events, os.path.getsize(f) / 2**20))
+    configs = [(b, f, p, t) for f in inputs for p in a.pipelines for t in a.threads for b in binaries]
     runs = {c: [] for c in configs}
     for _ in range(a.repeat):
-        for p, t in configs:
-            runs[(p, t)].append(replay_once(a.bin, path, t, outdir, None if p == "default" else p))
+        for b, f, p, t in configs:
+            runs[(b, f, p, t)].append(replay_once(b, f, t, outdir, None if p == "default" else p))
     base = None
-    for p, t in configs:
-        secs = statistics.median(r[0] for r in runs[(p, t)])
-        rss = statistics.median(r[1] for r in runs[(p, t)]) / 1024
+    for b, f, p, t in configs:
+        secs = statistics.median(r[0] for r in runs[(b, f, p, t)])
+        rss = statistics.median(r[1] for r in runs[(b, f, p, t)]) / 1024
         rate = events / secs
         base = base or rate
-        print("  %-28s threads %d: median %.3f s  %.2f M events/s  (x%.2f)  peak RSS %.0f MiB"
-              % (os.path.basename(p), t, secs, rate / 1e6, rate / base, rss))
-
+        label = "%s %s" % (f.rsplit(".", 1)[1], os.path.basename(p))
+        if len(binaries) > 1:
+            label = b + " " + label
+        print("  %-40s threads %d: median %.3f s  %.2f M events/s  (x%.2f)  peak RSS %.0f MiB"
+              % (label, t, secs, rate / 1e6, rate / base, rss))
 
 if __name__ == "__main__":
     sys.exit(main())
