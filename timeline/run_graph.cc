@@ -768,7 +768,8 @@ class RunGraphBuilder::Impl {
     GpuMark& m = gpu_written_[g.node];
     if (time < m.time) return;
     if (time > m.time) m.time = time, m.gpus.clear();
-    if (!m.gpus.insert(g.gpu).second) return;
+    if (std::find(m.gpus.begin(), m.gpus.end(), g.gpu) != m.gpus.end()) return;
+    m.gpus.push_back(g.gpu);
     metrics_.gpu_samples.push_back({time, g, why});
     count_row();
     if (pending_ >= o_.commit_rows) commit(false);
@@ -993,7 +994,7 @@ class RunGraphBuilder::Impl {
   std::unordered_map<Symbol, int64_t> gpu_keep_until_;
   struct GpuMark {
     int64_t time = INT64_MIN;
-    std::set<int32_t> gpus;
+    std::vector<int32_t> gpus;  // a node's few GPUs: a flat list, no node allocations
   };
   std::unordered_map<Symbol, GpuMark> gpu_written_;
   std::unordered_map<RollupKey, int64_t, RollupKeyHash> last_xid_;
