@@ -964,7 +964,9 @@ class Executor {
     route(node, node->producer_base + p->index, emitted);
   }
 
-  static bool earlier(const R& a, const R& b) { return RowTraits<R>::time_ns(a) < RowTraits<R>::time_ns(b); }
+  struct Earlier {  // a function object, so that the sorting loops inline it
+    bool operator()(const R& a, const R& b) const { return RowTraits<R>::time_ns(a) < RowTraits<R>::time_ns(b); }
+  };
 
   // Adds a message's rows to the reorder buffer as a run sorted by event
   // time (sources and most operators send them in order already). A small
@@ -972,11 +974,11 @@ class Executor {
   // messages do not make many runs.
   static void add_pending(Partition* p, std::vector<R>& rows) {
     if (rows.empty()) return;
-    if (!std::is_sorted(rows.begin(), rows.end(), earlier)) std::stable_sort(rows.begin(), rows.end(), earlier);
+    if (!std::is_sorted(rows.begin(), rows.end(), Earlier{})) std::stable_sort(rows.begin(), rows.end(), Earlier{});
     constexpr size_t kJoinBelow = 64;
     if (!p->pending.empty()) {
       PendingRun& last = p->pending.back();
-      if (rows.size() < kJoinBelow && !earlier(rows.front(), last.rows.back())) {
+      if (rows.size() < kJoinBelow && !Earlier{}(rows.front(), last.rows.back())) {
         for (auto& r : rows) last.rows.push_back(std::move(r));
         rows.clear();
         return;
@@ -996,10 +998,9 @@ class Executor {
     p->order.clear();
     for (PendingRun& run : p->pending) {
       auto begin = run.rows.begin() + static_cast<std::ptrdiff_t>(run.head);
-      auto end = wm == kEndOfTime ? run.rows.end()
-                                  : std::partition_point(begin, run.rows.end(), [wm](const R& r) {
-                                      return RowTraits<R>::time_ns(r) < wm;
-                                    });
+      auto end = wm == kEndOfTime ? run.rows.end() : std::partition_point(begin, run.rows.end(), [wm](const R& r) {
+        return RowTraits<R>::time_ns(r) < wm;
+      });
       for (auto it = begin; it != end; ++it) p->order.push_back({RowTraits<R>::time_ns(*it), &*it});
       run.released = static_cast<size_t>(end - run.rows.begin());
     }
