@@ -145,7 +145,7 @@ def bench_file(args, path, server, workdir):
         "clickhouse_split_load_s": round(statistics.median(c["split_load_s"] for c in ch_parts), 3),
         "clickhouse_queries_s": round(statistics.median(c["straggler_query_s"] + c["nan_query_s"]
                                                         for c in ch_parts), 3),
-        "clickhouse_server_peak_rss_mib": server_peak_rss_mib(server.proc.pid),
+        "clickhouse_server_peak_rss_mib": round(server_peak_rss_mib(server.proc.pid) or 0, 1),
         "clickhouse_ping_ms": round(server.ping_s * 1000, 1),
         "pandas_s": round(med["pandas"], 3), "pandas_peak_rss_mib": round(statistics.median(pd_rss), 1),
         "runlens_over_clickhouse": round(med["runlens"] / med["clickhouse"], 2),
