@@ -65,7 +65,12 @@ def runlens_answers(runlens: str, path: str, outdir: str):
     proc = subprocess.run(replay_command(runlens, path, outdir), capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError("runlens replay failed (%d):\n%s" % (proc.returncode, proc.stderr[-4000:]))
-    db = sqlite3.connect("file:%s?mode=ro" % os.path.join(outdir, "store.db"), uri=True)
+    return stored_answers(os.path.join(outdir, "store.db"))
+
+
+def stored_answers(store_path: str):
+    """The step_stats of a store runlens wrote, as peers' answers."""
+    db = sqlite3.connect("file:%s?mode=ro" % store_path, uri=True)
     try:
         rows = db.execute("SELECT run_id, step, straggler_ratio, slowest_rank, loss FROM step_stats "
                           "ORDER BY run_id, step").fetchall()

@@ -10,8 +10,10 @@ included; peak RSS from wait4), with --recording also `runlens replay
 FILE.rlrec` (made once by `runlens convert`), the ClickHouse peer (split, load
 and both queries, against one server started for the whole benchmark) and the
 pandas peer (read and compute, in a process of its own; the import of pandas
-is not counted). Prints each run, then the medians and the ratios runlens /
-ClickHouse and runlens / pandas, and one JSON line of the medians per file.
+is not counted). Prints each run, whether the last round's peer answers agree
+with the store of the last JSONL replay (check_agree.compare), the medians and
+the ratios runlens / ClickHouse and runlens / pandas, and one JSON line of the
+medians per file.
 
 --make writes the issue's two files into --dir (kept: made once):
   g.jsonl     runlens synth --ranks 1024 --steps 500 --gpu-every 1 --fault straggler:rank=713,from=250
@@ -63,9 +65,9 @@ def count_lines(path):
     return n
 
 
-def replay(runlens, path, workdir):
-    """One `runlens replay` of `path` into a fresh dir: (seconds, peak RSS in MiB, dead letters)."""
-    outdir = os.path.join(workdir, "replay")
+def replay(runlens, path, workdir, tag="replay"):
+    """One `runlens replay` of `path` into a fresh dir workdir/tag: (seconds, peak RSS in MiB, dead letters)."""
+    outdir = os.path.join(workdir, tag)
     shutil.rmtree(outdir, ignore_errors=True)
     os.makedirs(outdir)
     cmd = check_agree.replay_command(runlens, path, outdir)
@@ -85,9 +87,9 @@ def replay(runlens, path, workdir):
     return elapsed, usage.ru_maxrss / 1024, dead
 
 
-def pandas_run(path):
-    proc = subprocess.run([sys.executable, str(HERE / "pandas_peer.py"), "--file", path], check=True,
-                          capture_output=True, text=True)
+def pandas_run(path, answers):
+    proc = subprocess.run([sys.executable, str(HERE / "pandas_peer.py"), "--file", path, "--answers", answers],
+                          check=True, capture_output=True, text=True)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -121,20 +123,31 @@ def bench_file(args, path, server, workdir):
         dead += d
         line = "round %d: runlens %.2f s (%.0f MiB, %d dead letters)" % (i + 1, s, mib, d)
         if recording:
-            s, mib, _ = replay(args.runlens, recording, workdir)
+            s, mib, _ = replay(args.runlens, recording, workdir, "replay-recording")
             runs["runlens_rec"].append(s)
             rss["runlens_rec"].append(mib)
             line += ", runlens from recording %.2f s (%.0f MiB)" % (s, mib)
-        _, ch = clickhouse_peer.run(path, server.port)
+        ch_answers, ch = clickhouse_peer.run(path, server.port)
         runs["clickhouse"].append(ch["total_s"])
         ch_parts.append(ch)
         line += ", clickhouse %.2f s (split+load %.2f, queries %.3f)" % (
             ch["total_s"], ch["split_load_s"], ch["straggler_query_s"] + ch["nan_query_s"])
-        pd_ = pandas_run(path)
+        pd_answers = os.path.join(workdir, "pandas-answers.json")
+        pd_ = pandas_run(path, pd_answers)
         runs["pandas"].append(pd_["total_s"])
         pd_rss.append(pd_["peak_rss_mib"])
         line += ", pandas %.2f s (read %.2f, compute %.2f)" % (pd_["total_s"], pd_["read_s"], pd_["compute_s"])
         print(line, flush=True)
+    # The last round's answers against the store of the last JSONL replay (check_agree's comparison).
+    reference = check_agree.stored_answers(os.path.join(workdir, "replay", "store.db"))
+    threshold = check_agree.straggler_threshold(args.runlens)
+    agree = {}
+    for name, answers in (("clickhouse", ch_answers), ("pandas", json.loads(pathlib.Path(pd_answers).read_text()))):
+        diffs, _ = check_agree.compare(reference, answers, threshold, 1e-9)
+        agree[name] = not diffs
+        print("%s answers: %s" % (name, "agree with runlens's step_stats (%d steps, %d above %g, %d NaN)" % (
+            len(reference["steps"]), check_agree.above(reference, threshold), threshold, len(reference["nan_steps"]))
+            if not diffs else "DISAGREE: " + "; ".join(diffs[:5])))
     med = {k: statistics.median(v) for k, v in runs.items() if v}
     summary = {
         "file": path, "events": events, "mb": round(size_mb, 1), "repeat": args.repeat,
@@ -148,6 +161,7 @@ def bench_file(args, path, server, workdir):
         "clickhouse_server_peak_rss_mib": round(server_peak_rss_mib(server.proc.pid) or 0, 1),
         "clickhouse_ping_ms": round(server.ping_s * 1000, 1),
         "pandas_s": round(med["pandas"], 3), "pandas_peak_rss_mib": round(statistics.median(pd_rss), 1),
+        "peers_agree": agree,
         "runlens_over_clickhouse": round(med["runlens"] / med["clickhouse"], 2),
         "runlens_over_pandas": round(med["runlens"] / med["pandas"], 2),
     }
