@@ -8,8 +8,9 @@ Replays FILE through the default pipeline (`runlens replay FILE --store
 sqlite:///DIR/store.db --out DIR`) and reads its step_stats table: per step the
 straggler_ratio (slowest rank's work / the lower median's) and slowest_rank
 that the store and GET /v1/runs/{id}/steps hold (stragglerRatio, slowestRank),
-and the steps whose loss is NaN (stored as the text 'NaN', store/sqlite). Each
-peer is run (or its answers read from --answers, as a peer's --answers wrote
+and the steps whose loss is NaN (stored as the text 'NaN', store/sqlite); unless
+--no-api, `runlens serve` on that store must serve the same through the API.
+Each peer is run (or its answers read from --answers, as a peer's --answers wrote
 them) and must give:
 
   - the same steps, each with the same slowest rank;
@@ -29,10 +30,14 @@ import json
 import os
 import pathlib
 import re
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.parse
+import urllib.request
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -83,6 +88,44 @@ def stored_answers(store_path: str):
         if isinstance(loss, str) and loss == "NaN":
             nan_steps.append(key)
     return {"steps": steps, "nan_steps": nan_steps}
+
+
+def api_answers(runlens: str, store_path: str, runs: dict):
+    """The same aggregates as GET /v1/runs/{id}/steps serves them (stragglerRatio, slowestRank, loss "NaN"),
+    from `runlens serve` on the store, on loopback ports chosen at run time, stopped by PID. runs: id -> steps."""
+    log_path = store_path + ".serve.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([runlens, "serve", "--store", "sqlite://" + store_path, "--port", "0",
+                                 "--workers", "tcp://127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base, deadline = None, time.monotonic() + 30
+        while base is None:
+            m = re.search(r"on (http://127\.0\.0\.1:\d+/v1)/", pathlib.Path(log_path).read_text(errors="replace"))
+            if m:
+                base = m.group(1)
+            elif proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("runlens serve did not start:\n" + pathlib.Path(log_path).read_text())
+            else:
+                time.sleep(0.02)
+        steps, nan_steps = {}, []
+        for run_id in runs:
+            url = "%s/runs/%s/steps?limit=%d" % (base, urllib.parse.quote(run_id, safe=""), runs[run_id] + 1)
+            with urllib.request.urlopen(url, timeout=60) as resp:
+                body = json.loads(resp.read())
+            for st in body["steps"]:
+                key = "%s/%d" % (run_id, st["step"])
+                steps[key] = [float(st["stragglerRatio"]), -1 if st["slowestRank"] is None else st["slowestRank"]]
+                if st["loss"] == "NaN":
+                    nan_steps.append(key)
+        return {"steps": steps, "nan_steps": nan_steps}
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def step_order(key: str):
@@ -142,6 +185,8 @@ def main(argv=None):
                     help="take PEER's answers from FILE (its --answers output) instead of running it")
     ap.add_argument("--tolerance", type=float, default=1e-9, help="relative tolerance of ratios")
     ap.add_argument("--threshold", type=float, help="ratio threshold (default: the straggler's ratio_threshold)")
+    ap.add_argument("--no-api", action="store_true",
+                    help="skip checking the store's step_stats against GET /v1/runs/{id}/steps (runlens serve)")
     ap.add_argument("--keep", help="replay into this directory (kept) instead of a temp dir")
     args = ap.parse_args(argv)
     given = {}
@@ -156,9 +201,23 @@ def main(argv=None):
         outdir = args.keep or tmp
         os.makedirs(outdir, exist_ok=True)
         reference = runlens_answers(args.runlens, args.file, outdir)
-    print("runlens: %d steps, %d above %g, %d NaN steps" % (len(reference["steps"]), above(reference, threshold),
-                                                             threshold, len(reference["nan_steps"])))
-    failed = False
+        failed = False
+        api = ""
+        if not args.no_api:
+            runs = {}
+            for key in reference["steps"]:
+                runs[key.rpartition("/")[0]] = runs.get(key.rpartition("/")[0], 0) + 1
+            served = api_answers(args.runlens, os.path.join(outdir, "store.db"), runs)
+            diffs, _ = compare(reference, served, threshold, 0.0)
+            if diffs:
+                failed = True
+                print("runlens: the store's step_stats and GET /v1/runs/{id}/steps DISAGREE; the first:")
+                for d in diffs[:MAX_SHOWN]:
+                    print("  " + d)
+            else:
+                api = " (the store's step_stats and GET /v1/runs/{id}/steps alike)"
+    print("runlens: %d steps, %d above %g, %d NaN steps%s" % (len(reference["steps"]), above(reference, threshold),
+                                                               threshold, len(reference["nan_steps"]), api))
     for name in peers:
         answers = given[name] if name in given else peer_answers(name, args.file)
         diffs, borderline = compare(reference, answers, threshold, args.tolerance)

@@ -119,7 +119,9 @@ def test_check_agree_exits_nonzero_on_a_tampered_peer(run_file, tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "runlens: 60 steps, 41 above 1.5, 16 NaN steps"
+    # the store's step_stats are also what `runlens serve` answers on GET /v1/runs/{id}/steps
+    assert lines[0] == ("runlens: 60 steps, 41 above 1.5, 16 NaN steps "
+                        "(the store's step_stats and GET /v1/runs/{id}/steps alike)")
     assert lines[1].startswith("pandas: agrees: 60 steps, 41 above 1.5, the same slowest ranks, 16 NaN steps")
     assert lines[2] == "tampered: DISAGREES with runlens in 4 places; the first:"
     assert lines[3] == "  step synth-run/3: ratio 1.8999999999999999, runlens %s" % lines[3].split("runlens ")[1]
