@@ -107,6 +107,10 @@ Command add_synth(CLI::App& app) {
   syn->add_option("--seed", so.seed)->capture_default_str();
   syn->add_option("--step-ms", so.step_ms, "Median work time per step")->capture_default_str();
   syn->add_option("--gpu-every", so.gpu_every, "Steps between GPU/node samples (0: none)")->capture_default_str();
+  syn->add_option("--detail-every", so.detail_every,
+                  "Steps between data-loader and collective (all_reduce) samples of every rank (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100000000}));
   syn->add_option("--node-prefix", so.node_prefix,
                   "Node names are PREFIX0, PREFIX1, ...: runs made to overlap in time need their own nodes, as on "
                   "a real fleet (GPU and node samples carry a node, not a run)")

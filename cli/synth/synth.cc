@@ -210,11 +210,10 @@ Record make(int64_t t, auto body) {
   return r;
 }
 
-// A rank's step in detail: its dataset shard and memory, and the data and
-// collective events of the step. A long-sequence batch (before an injected
-// OOM) takes 8x the sequence length and nearly all the memory.
-void add_rank_detail(Step& s, int64_t t_report, Symbol shard, double storage_factor, bool long_batch,
-                     std::mt19937_64& rng2, std::vector<Record>& out) {
+// A rank's step in detail: its dataset shard and memory. A long-sequence
+// batch (before an injected OOM) takes 8x the sequence length and nearly all
+// the memory.
+void add_step_detail(Step& s, Symbol shard, bool long_batch, std::mt19937_64& rng2) {
   std::uniform_real_distribution<double> u(0.0, 1.0);
   s.dataset_shard = shard;
   s.mem_allocated_bytes = static_cast<int64_t>((52 + 2 * u(rng2)) * 1e9);
@@ -230,6 +229,14 @@ void add_rank_detail(Step& s, int64_t t_report, Symbol shard, double storage_fac
        {Step::F::dataset_shard, Step::F::mem_allocated_bytes, Step::F::mem_reserved_bytes, Step::F::mem_peak_bytes}) {
     s.set_present(f);
   }
+}
+
+// The data-loader and collective samples of a rank's step (detail telemetry,
+// and Options::detail_every): the batch took the step's data wait to load, the
+// all_reduce the step's comm time.
+void add_rank_samples(const Step& s, int64_t t_report, Symbol shard, double storage_factor, std::mt19937_64& rng2,
+                      std::vector<Record>& out) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
   DataSample d;
   d.run_id = s.run_id, d.rank = s.rank, d.step = s.step;
   d.storage_read_ms = (12 + 6 * u(rng2)) * storage_factor;
@@ -456,6 +463,8 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
     }
     double step_wall = slowest + allreduce + 15;
     t += static_cast<int64_t>(step_wall * 1e6);
+    // Options::detail_every: the data-loader and collective samples alone.
+    bool samples_now = o.detail_every > 0 && step % o.detail_every == 0;
 
     for (int32_t r = 0; r < o.ranks; ++r) {
       bool missing = false;
@@ -484,7 +493,7 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
       }
       Record rec;
       rec.time_ns = t + static_cast<int64_t>(uni(rng) * 2e6);  // ranks report within 2 ms
-      if (detail) {
+      if (detail || samples_now) {
         double storage_factor = 1;
         bool long_batch = false;
         for (const auto& f : o.faults) {
@@ -493,7 +502,9 @@ void generate(const Options& o, const std::function<void(std::vector<Record>&)>&
           }
           long_batch |= f.kind == "oom" && f.rank == r && step >= f.from_step - 2 && step < f.from_step;
         }
-        add_rank_detail(s, rec.time_ns, shard_name(shard_of(r)), storage_factor, long_batch, rng2, out);
+        Symbol shard = shard_name(shard_of(r));
+        if (detail) add_step_detail(s, shard, long_batch, rng2);
+        add_rank_samples(s, rec.time_ns, shard, storage_factor, rng2, out);
       }
       rec.body = s;
       out.push_back(std::move(rec));

@@ -57,6 +57,14 @@ struct Options {
   // It draws from its own random stream: a run with detail has the same step
   // and train values as without, except where a fault changes them.
   bool detail = false;
+  // Every N steps (0: never), a DataSample (the data loader's batch_load_ms,
+  // storage reads, ...) and a Collective (an all_reduce: latency_ms, bytes) for
+  // every rank, as a fleet with data-loader and NCCL instrumentation reports
+  // them, consistent with the step's data_wait_ms and comm_ms, without the
+  // rest of detail telemetry (with detail they come every step anyway). They
+  // draw from detail's random stream, so every other record is the same as
+  // without them.
+  int64_t detail_every = 0;
   int64_t checkpoint_every = 50;  // steps between checkpoints (detail; 0: none)
   int32_t shards = 0;             // dataset shards (0: one per two ranks); rank r reads shard r % shards
 };

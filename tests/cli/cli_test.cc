@@ -11,6 +11,7 @@
 #include <string>
 
 #include "engine/component_docs.h"
+#include "formats/sha256.h"
 #include "schema/vocabulary.h"
 #include "tests/cli/child_process.h"
 
@@ -169,6 +170,59 @@ TEST_CASE("synth writes what it says, with the injected straggler detectable") {
   std::string alerts = read_file(dir + "/alerts.jsonl");
   CHECK(alerts.find("\"kind\":\"straggler\"") != std::string::npos);
   CHECK(alerts.find("\"rank\":13,\"node\":\"gpu-node-1\",\"gpu\":5") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+// The raw text of a top-level field of a JSONL line ("" when absent).
+std::string field_text(const std::string& line, const std::string& key) {
+  size_t at = line.find("\"" + key + "\":");
+  if (at == std::string::npos) return "";
+  at += key.size() + 3;
+  return line.substr(at, line.find_first_of(",}", at) - at);
+}
+}  // namespace
+
+TEST_CASE("synth --detail-every N: a data and a collective sample of every rank every N steps, nothing else changed") {
+  std::string dir = scratch_dir("synth-detail-every");
+  const std::string flags = " --ranks 8 --steps 12 --gpu-every 3 --fault straggler:rank=3,from=6 --fault nan:step=10";
+  REQUIRE(sh("synth" + flags + " --out " + dir + "/base.jsonl").code == 0);
+  auto r = sh("synth" + flags + " --detail-every 4 --out " + dir + "/rich.jsonl");
+  REQUIRE_MESSAGE(r.code == 0, r.output);
+  CHECK(r.output.find("wrote 194 events") != std::string::npos);  // 146 + 3 steps x 8 ranks x 2
+  // The default output is the one before the flag existed (its SHA-256 then).
+  std::string base = read_file(dir + "/base.jsonl");
+  CHECK(runlens::sha256::hex(base) == "ecdb556082da0e1bfedafc950c091ca643c55ab5a4d0298d13d4d668de3faf71");
+  std::istringstream in(read_file(dir + "/rich.jsonl"));
+  std::string line, rest;
+  std::map<std::string, std::string> comm, data_wait;      // "step/rank" -> the step's text
+  std::map<std::string, std::string> latency, batch_load;  // "step/rank" -> the sample's text
+  std::map<std::string, int> per_step;                     // "type step" -> samples
+  while (std::getline(in, line)) {
+    std::string type = field_text(line, "type"), key = field_text(line, "step") + "/" + field_text(line, "rank");
+    if (type == "\"data\"" || type == "\"collective\"") {
+      ++per_step[type + " " + field_text(line, "step")];
+      (type == "\"data\"" ? batch_load : latency)[key] =
+          field_text(line, type == "\"data\"" ? "batch_load_ms" : "latency_ms");
+      if (type == "\"collective\"") CHECK(field_text(line, "op") == "\"all_reduce\"");
+      continue;
+    }
+    rest += line + "\n";
+    if (type == "\"step\"") comm[key] = field_text(line, "comm_ms"), data_wait[key] = field_text(line, "data_wait_ms");
+  }
+  // Without the samples, the file is the default one byte for byte.
+  CHECK(rest == base);
+  CHECK(per_step == std::map<std::string, int>{{"\"collective\" 12", 8},
+                                               {"\"collective\" 4", 8},
+                                               {"\"collective\" 8", 8},
+                                               {"\"data\" 12", 8},
+                                               {"\"data\" 4", 8},
+                                               {"\"data\" 8", 8}});
+  // Consistent with the step: the all_reduce took its comm_ms, the batch its data_wait_ms.
+  REQUIRE(latency.size() == 24);
+  for (const auto& [key, text] : latency) CHECK_MESSAGE(text == comm[key], key);
+  for (const auto& [key, text] : batch_load) CHECK_MESSAGE(text == data_wait[key], key);
+  CHECK(sh("synth --detail-every -1 --out " + dir + "/x.jsonl").code != 0);
   std::filesystem::remove_all(dir);
 }
 
