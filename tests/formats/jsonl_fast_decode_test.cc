@@ -3,10 +3,14 @@
 // lines, both give the same verdict, the same reason and the same record,
 // field by field (doubles bit for bit, so -0 and NaN count).
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -263,6 +267,35 @@ TEST_CASE("jsonl fast decode: every value in every field type agrees with the DO
   MESSAGE("lines ", t.lines, ", accepted ", t.ok, ", by the fast path ", t.fast);
   CHECK(t.fast > 100);
   CHECK(t.ok > t.fast);  // some accepted lines (out-of-range numbers, duplicates) go to the DOM decoder
+}
+
+TEST_CASE("jsonl fast decode: a synthetic run with faults, every line through the fast path, agrees") {
+  // Every kind runlens synth writes (run_start with ranks and config, steps, train rows with NaN losses, GPU,
+  // node, collective and data samples, events, run_end with escapes).
+  auto path =
+      std::filesystem::temp_directory_path() / ("jsonl_fast_decode_test_" + std::to_string(::getpid()) + ".jsonl");
+  std::string cmd = std::string(RUNLENS_BINARY) + " synth --ranks 16 --steps 60 --gpu-every 1 --out " + path.string() +
+                    " --fault nan:step=20 --fault oom:rank=3,step=50 --fault xid:rank=5,step=30"
+                    " --fault config_slowdown:step=10 --fault slow_shard:rank=2,from=5 --fault network:from=5,rank=1"
+                    " --fault speed_groups:label=1 --end-reason 'OOM \"rank 3\" \\ done' >/dev/null 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream in(path);
+  Tally t;
+  bool kinds[kContractKinds] = {};
+  for (std::string line; std::getline(in, line);) {
+    agree(line, &t);
+    Record r;
+    std::string why;
+    if (jsonl::decode_record(line, &r, &why)) kinds[static_cast<int>(r.kind())] = true;
+  }
+  std::filesystem::remove(path);
+  MESSAGE("lines ", t.lines, ", by the fast path ", t.fast);
+  CHECK(t.lines > 3000);
+  CHECK(t.fast == t.lines);
+  for (Kind k : {Kind::kRunStart, Kind::kStep, Kind::kTrain, Kind::kGpu, Kind::kNode, Kind::kCollective, Kind::kData,
+                 Kind::kEvent, Kind::kRunEnd}) {
+    CHECK(kinds[static_cast<int>(k)]);
+  }
 }
 
 // The fast pass computes doubles itself where one floating-point operation is
