@@ -798,13 +798,8 @@ bool Parser::record(Record* out) {
   if (peek() != '{') return false;
   ++p_;
   ws();
-  std::string_view k, type;
-  if (!key(&k) || k != "type") return false;
-  ws();
-  if (peek() != ':') return false;
-  ++p_;
-  ws();
-  if (peek() != '"' || !string(&type)) return false;
+  std::string_view type;
+  if (!key_is("type") || !colon() || peek() != '"' || !string(&type)) return false;
   Kind kind;
   if (!contract_kind(type, &kind)) return false;
   ws();
