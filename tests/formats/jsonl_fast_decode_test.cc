@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/input_reader.h"
 #include "formats/jsonl_codec.h"
 #include "tests/formats/sample_events.h"
 
@@ -296,6 +297,78 @@ TEST_CASE("jsonl fast decode: a synthetic run with faults, every line through th
                  Kind::kEvent, Kind::kRunEnd}) {
     CHECK(kinds[static_cast<int>(k)]);
   }
+}
+
+// The JSONL reader, which decodes through the fast pass, against the DOM decoder line by line: the same rows,
+// the same dead-letter positions and reasons, on a synthetic run with damaged, truncated, blank and padded lines.
+TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM decoder's, line by line") {
+  struct Collect : runtime::DeadLetterSink {
+    std::vector<runtime::DeadLetter> letters;
+    void write(const runtime::DeadLetter& d) override { letters.push_back(d); }
+  };
+  auto dir = std::filesystem::temp_directory_path();
+  std::string tag = std::to_string(::getpid());
+  auto clean = dir / ("jsonl_fast_reader_" + tag + ".jsonl"), damaged = dir / ("jsonl_fast_damaged_" + tag + ".jsonl");
+  REQUIRE(std::system((std::string(RUNLENS_BINARY) + " synth --ranks 8 --steps 40 --gpu-every 1 --out " +
+                       clean.string() + " --fault nan:step=20 >/dev/null 2>&1")
+                          .c_str()) == 0);
+  std::ifstream in(clean);
+  std::mt19937_64 rng(13);
+  const char kFlips[] = " \"\\{}[],:0-.enNIx\t\x01\xff";
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    uint64_t r = rng() % 100;
+    if (r < 5 && !line.empty()) {
+      line[rng() % line.size()] = kFlips[rng() % (sizeof kFlips - 1)];
+    } else if (r < 7) {
+      line.resize(rng() % (line.size() + 1));
+    } else if (r < 8) {
+      line = "  " + line + " \r";
+    } else if (r < 9) {
+      line.clear();
+    }
+    lines.push_back(line);
+  }
+  {
+    std::ofstream out(damaged, std::ios::binary);
+    for (const std::string& line : lines) out << line << '\n';
+  }
+  // What the DOM decoder says of each line, as the reader numbers them (from 1, blank lines skipped).
+  std::vector<std::string> want_rows, want_letters;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string_view line = lines[i];
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+    Record r;
+    std::string why;
+    if (jsonl::decode_record_dom(line, &r, &why)) {
+      want_rows.push_back(std::to_string(i + 1) + " " + jsonl::encode_record(r));
+    } else {
+      want_letters.push_back(damaged.string() + ":" + std::to_string(i + 1) + " " + why);
+    }
+  }
+  std::string error;
+  auto reader = InputReader::open(damaged.string(), &error);
+  REQUIRE_MESSAGE(reader, error);
+  Collect dl;
+  std::vector<std::string> got_rows, got_letters;
+  for (bool more = true; more;) {
+    std::vector<Record> rows;
+    std::vector<uint64_t> positions;
+    more = reader->next(&rows, &positions, 100, dl, "test", nullptr);
+    REQUIRE(rows.size() == positions.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      got_rows.push_back(std::to_string(positions[k]) + " " + jsonl::encode_record(rows[k]));
+    }
+  }
+  for (const auto& d : dl.letters) got_letters.push_back(d.position + " " + d.reason);
+  std::filesystem::remove(clean);
+  std::filesystem::remove(damaged);
+  MESSAGE(got_rows.size(), " rows, ", got_letters.size(), " dead letters");
+  CHECK(want_letters.size() > 20);
+  CHECK(got_rows == want_rows);
+  CHECK(got_letters == want_letters);
+  CHECK(reader->dead_lettered() == want_letters.size());
 }
 
 // The fast pass computes doubles itself where one floating-point operation is
