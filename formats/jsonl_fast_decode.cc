@@ -133,11 +133,10 @@ struct Number {
 };
 
 class Parser;
-// One field of a body: its JSONL name and how to read its value into the body.
+// One field of a body: its JSONL name and whether the contract requires it.
 struct Slot {
   std::string_view name;
   bool required;
-  bool (*read)(void* body, Parser& p, SymbolCache& cache);
 };
 
 class Parser {
@@ -673,14 +672,22 @@ class Parser {
 template <class B>
 struct SlotsOf;
 
-#define RUNLENS_SLOT_(T, name, Camel, req) \
-  Slot{strip_underscore(#name), req,       \
-       [](void* b, Parser& p, SymbolCache& c) { return p.read(&static_cast<Body*>(b)->name, c); }},
-#define RUNLENS_SLOTS_(Type, LIST)                          \
-  template <>                                               \
-  struct SlotsOf<Type> {                                    \
-    using Body = Type;                                      \
-    static constexpr Slot kSlots[] = {LIST(RUNLENS_SLOT_)}; \
+#define RUNLENS_SLOT_(T, name, Camel, req) Slot{strip_underscore(#name), req},
+#define RUNLENS_READ_(T, name, Camel, req) \
+  case Body::F::name:                      \
+    return p.read(&b->name, c);
+#define RUNLENS_SLOTS_(Type, LIST)                                   \
+  template <>                                                        \
+  struct SlotsOf<Type> {                                             \
+    using Body = Type;                                               \
+    static constexpr Slot kSlots[] = {LIST(RUNLENS_SLOT_)};          \
+    static bool read(Parser& p, Body* b, size_t i, SymbolCache& c) { \
+      switch (static_cast<Body::F>(i)) {                             \
+        LIST(RUNLENS_READ_)                                          \
+        default:                                                     \
+          return false;                                              \
+      }                                                              \
+    }                                                                \
   };
 RUNLENS_SLOTS_(RunStart, RUNLENS_RUN_START_FIELDS)
 RUNLENS_SLOTS_(Step, RUNLENS_STEP_FIELDS)
@@ -693,6 +700,7 @@ RUNLENS_SLOTS_(Checkpoint, RUNLENS_CHECKPOINT_FIELDS)
 RUNLENS_SLOTS_(Occurrence, RUNLENS_OCCURRENCE_FIELDS)
 RUNLENS_SLOTS_(RunEnd, RUNLENS_RUN_END_FIELDS)
 #undef RUNLENS_SLOTS_
+#undef RUNLENS_READ_
 #undef RUNLENS_SLOT_
 
 template <class B>
@@ -742,7 +750,7 @@ bool Parser::body(B* b, Record* out) {
     if (i < n) {
       if (!null()) {
         if ((b->present >> i) & 1u) return false;
-        if (!slots[i].read(b, *this, caches[i])) return false;
+        if (!SlotsOf<B>::read(*this, b, i, caches[i])) return false;
         b->present |= 1u << i;
       }
       next = i + 1;
