@@ -447,6 +447,7 @@ class Parser {
     const char* p = p_;
     const char* const end = end_;
     bool negative = false;
+    if (p >= end) return false;
     if (*p == '-') {
       negative = true;
       ++p;
