@@ -338,7 +338,7 @@ bool decode_record(const json::Value& obj, Record* out, std::string* error) {
   return ok;
 }
 
-bool decode_record(std::string_view line, Record* out, std::string* error) {
+bool decode_record_dom(std::string_view line, Record* out, std::string* error) {
   json::Value v;
   json::ParseError pe;
   if (!json::parse(line, &v, &pe)) {
