@@ -86,6 +86,7 @@ size_t decode_all(const Input& in, Decoder decode) {
 }
 
 struct Variant {
+  Variant(const char* n, std::function<size_t()> r) : name(n), run(std::move(r)) {}
   const char* name;
   std::function<size_t()> run;
   std::vector<double> seconds;      // wall
@@ -134,30 +135,26 @@ int main(int argc, char** argv) {
               disagree);
 
   std::vector<Variant> variants;
-  variants.push_back({"dom", [&] { return decode_all(in, jsonl::decode_record_dom); }, {}});
-  variants.push_back({"fast", [&] { return decode_all(in, static_cast<Decoder>(jsonl::decode_record)); }, {}});
+  variants.push_back({"dom", [&] { return decode_all(in, jsonl::decode_record_dom); }});
+  variants.push_back({"fast", [&] { return decode_all(in, static_cast<Decoder>(jsonl::decode_record)); }});
 #ifdef RUNLENS_HAVE_SIMDJSON
   simdjson::dom::parser parser;
-  variants.push_back({"simdjson_dom_parse",
-                      [&] {
+  variants.push_back({"simdjson_dom_parse", [&] {
                         size_t ok = 0;
                         for (std::string_view line : in.lines) {
                           simdjson::dom::element e;
                           ok += parser.parse(line.data(), line.size(), false).get(e) == simdjson::SUCCESS;
                         }
                         return ok;
-                      },
-                      {}});
+                      }});
   simdjson::dom::parser many_parser;
-  variants.push_back({"simdjson_parse_many",
-                      [&] {
+  variants.push_back({"simdjson_parse_many", [&] {
                         size_t ok = 0;
                         simdjson::dom::document_stream docs;
                         if (many_parser.parse_many(in.bytes.data(), in.size, 1 << 20).get(docs)) return ok;
                         for (auto doc : docs) ok += doc.error() == simdjson::SUCCESS;
                         return ok;
-                      },
-                      {}});
+                      }});
 #endif
   if (!only.empty()) {
     std::erase_if(variants, [&](const Variant& v) { return v.name != only; });
