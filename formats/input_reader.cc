@@ -64,9 +64,11 @@ class Bytes {
 
   // Tells the kernel the bytes before `pos` are consumed: their pages leave
   // the resident set, so memory stays flat however long the recording is.
+  // Every 8 MiB: up to that much of the file stays resident behind the
+  // reader (32 MiB made the peak RSS of a replay 10-18 MiB higher).
   void consumed(size_t pos) {
     if (!map_) return;
-    constexpr size_t kStep = 32u << 20;
+    constexpr size_t kStep = 8u << 20;
     size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     size_t upto = pos / page * page;
     if (upto < released_ + kStep) return;

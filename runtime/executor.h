@@ -265,6 +265,12 @@ class Executor {
     std::unique_ptr<Operator<R>> op;
     std::vector<int> slot_of;          // global producer id -> slot, -1 if not a producer
     std::vector<int64_t> producer_wm;  // by slot
+    // What a source's producer reads (deliver(), block): mirrors of
+    // producer_wm, input_wm and pending_rows, written by the partition's
+    // thread.
+    std::unique_ptr<std::atomic<int64_t>[]> seen_wm;
+    std::atomic<int64_t> released_wm{kBeginningOfTime};
+    std::atomic<size_t> held{0};
     int64_t input_wm = kBeginningOfTime;
     int64_t forwarded_wm = kBeginningOfTime;
     int64_t arrival_ns = 0;  // of the watermark message being handled
@@ -274,6 +280,7 @@ class Executor {
     // run). A watermark releases a prefix of each run; rows the watermark
     // keeps back are never moved.
     std::vector<PendingRun> pending;
+    size_t pending_rows = 0;  // rows of `pending` not released yet
     std::vector<R> emitted;
     std::vector<Ref> order;  // the released rows of `pending`, in canonical order
     std::vector<Ref> scratch;
@@ -316,6 +323,10 @@ class Executor {
       next += n->source ? 1 : static_cast<int>(n->parts.size());
     }
     producers_ = next;
+    producer_is_source_.assign(static_cast<size_t>(producers_), false);
+    for (auto& n : nodes_) {
+      if (n->source) producer_is_source_[static_cast<size_t>(n->producer_base)] = true;
+    }
     for (auto& n : nodes_) {
       if (n->source) continue;
       n->counters.queue_capacity.store(static_cast<uint64_t>(opts_.queue_capacity));
@@ -327,6 +338,8 @@ class Executor {
           for (int i = 0; i < count; ++i) p->slot_of[up->producer_base + i] = slots++;
         }
         p->producer_wm.assign(slots, kBeginningOfTime);
+        p->seen_wm = std::make_unique<std::atomic<int64_t>[]>(static_cast<size_t>(slots));
+        for (int i = 0; i < slots; ++i) p->seen_wm[i].store(kBeginningOfTime, std::memory_order_relaxed);
         OperatorContext ctx{n->id, p->index, static_cast<int>(n->parts.size()), opts_.dead_letters, &n->counters};
         p->op = n->def->open(ctx);
         if (!n->restore_from.empty()) {
@@ -741,7 +754,7 @@ class Executor {
         {
           std::unique_lock lock(p->inbox.mu);
           // An oversized batch is let into an empty queue, or it could never pass.
-          if (p->inbox.rows + n <= cap || p->inbox.rows == 0 || failed_.load()) {
+          if (((p->inbox.rows + n <= cap || p->inbox.rows == 0) && !source_ahead(p, m.producer)) || failed_.load()) {
             enqueue_locked(p, std::move(m));
             break;
           }
@@ -750,7 +763,7 @@ class Executor {
         drain(p);
         // ...or wait for it to make room.
         std::unique_lock lock(p->inbox.mu);
-        if (p->inbox.rows + n > cap && p->inbox.rows != 0 && !failed_.load()) {
+        if (((p->inbox.rows + n > cap && p->inbox.rows != 0) || source_ahead(p, m.producer)) && !failed_.load()) {
           p->inbox.space.wait_for(lock, std::chrono::microseconds(200));
         }
       }
@@ -799,6 +812,22 @@ class Executor {
       enqueue_locked(p, std::move(m));
     }
     node->task->try_put(p);
+  }
+
+  // Block only: a source waits while the consumer's reorder buffer holds more
+  // than a queue's worth of rows and the source's watermark there is ahead of
+  // the consumer's (another input lags: a chain of operators behind the
+  // source). Without it the buffer of a node with several inputs (the store
+  // sink, asof_join) is bounded only by every queue on the slowest path, and
+  // fills up to that over a long run. Only a source, on its own thread,
+  // waits: a lagging input needs nothing the source has not delivered (its
+  // watermark went to every consumer before these rows), while an operator
+  // waiting here could hold the only thread the lagging input needs.
+  bool source_ahead(Partition* p, int producer) const {
+    if (!producer_is_source_[static_cast<size_t>(producer)]) return false;
+    if (p->held.load(std::memory_order_relaxed) <= static_cast<size_t>(opts_.queue_capacity)) return false;
+    int slot = p->slot_of[static_cast<size_t>(producer)];
+    return p->seen_wm[slot].load(std::memory_order_relaxed) > p->released_wm.load(std::memory_order_relaxed);
   }
 
   void enqueue_locked(Partition* p, Msg&& m) {
@@ -940,12 +969,14 @@ class Executor {
     if (!m.is_watermark) {
       p->node->counters.add(p->node->counters.in, m.rows.size());
       add_pending(p, m.rows);
+      p->held.store(p->pending_rows, std::memory_order_relaxed);
       if (!m.shed.empty()) report_shed(p, m.shed);
       return;
     }
     int slot = p->slot_of[m.producer];
     RUNLENS_CHECK(slot >= 0, "a watermark came from a node that is not an input");
     p->producer_wm[slot] = std::max(p->producer_wm[slot], m.watermark);
+    p->seen_wm[slot].store(p->producer_wm[slot], std::memory_order_relaxed);
     int64_t wm = *std::min_element(p->producer_wm.begin(), p->producer_wm.end());
     if (wm <= p->input_wm) return;
     p->input_wm = wm;
@@ -974,6 +1005,7 @@ class Executor {
   // messages do not make many runs.
   static void add_pending(Partition* p, std::vector<R>& rows) {
     if (rows.empty()) return;
+    p->pending_rows += rows.size();
     if (!std::is_sorted(rows.begin(), rows.end(), Earlier{})) std::stable_sort(rows.begin(), rows.end(), Earlier{});
     constexpr size_t kJoinBelow = 64;
     if (!p->pending.empty()) {
@@ -1005,6 +1037,7 @@ class Executor {
       run.released = static_cast<size_t>(end - run.rows.begin());
     }
     canonical_order(p->order, p->scratch, p->runs);
+    p->pending_rows -= p->order.size();
     p->emitted.clear();
     Emitter<R> out(&p->emitted, p->forwarded_wm);
     for (const Ref& r : p->order) p->op->process(*r.row, out);
@@ -1022,6 +1055,8 @@ class Executor {
       ++kept;
     }
     p->pending.resize(kept);
+    p->held.store(p->pending_rows, std::memory_order_relaxed);
+    p->released_wm.store(wm, std::memory_order_relaxed);
     p->op->on_watermark(wm, out);
     if (wm == kEndOfTime) {
       RUNLENS_CHECK(p->pending.empty(), "rows remained after the final watermark");
@@ -1043,6 +1078,7 @@ class Executor {
   std::unique_ptr<tbb::flow::graph> graph_;
   std::vector<std::unique_ptr<Node>> nodes_;
   int producers_ = 0;
+  std::vector<bool> producer_is_source_;  // by global producer id
   std::vector<std::thread> source_threads_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> failed_{false};
