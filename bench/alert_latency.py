@@ -50,9 +50,9 @@ import tempfile
 import threading
 import time
 
-import zmq
 
 from overload_recording import free_port
+from procs import Subscriber
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SLOW_ON, SLOW_OFF = 4, 8
@@ -107,38 +107,6 @@ def worker(args):
 
 
 # --- the collector and the subscriber ---------------------------------------------------------
-
-
-class Subscriber:
-    def __init__(self, endpoint):
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.SUB)
-        self.sock.setsockopt(zmq.SUBSCRIBE, b"")
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.connect(endpoint)
-        self.alerts = []  # (receipt wall ns, alert)
-        self.stop = False
-        self.thread = threading.Thread(target=self.loop, daemon=True)
-        self.thread.start()
-
-    def loop(self):
-        poller = zmq.Poller()
-        poller.register(self.sock, zmq.POLLIN)
-        while not self.stop:
-            if not poller.poll(50):
-                continue
-            while True:
-                try:
-                    parts = self.sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                self.alerts.append((time.time_ns(), json.loads(parts[-1])))
-
-    def close(self):
-        self.stop = True
-        self.thread.join()
-        self.sock.close()
-        self.ctx.term()
 
 
 def cpu_seconds(pid):

@@ -38,12 +38,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-import zmq
-
 from overload_recording import SYNTH_FLAGS, add_arguments, free_port
+from procs import Subscriber
 
 
 def recording(args):
@@ -67,45 +65,11 @@ def recording(args):
     return path
 
 
-class Subscriber:
-    """A SUB on the alert stream that stamps every alert's arrival (time.time())."""
-
-    def __init__(self, endpoint):
-        self.ctx = zmq.Context()
-        self.sock = self.ctx.socket(zmq.SUB)
-        self.sock.setsockopt(zmq.LINGER, 0)
-        self.sock.setsockopt(zmq.SUBSCRIBE, b"")
-        self.sock.connect(endpoint)
-        self.alerts = []  # (arrival, alert)
-        self.stop = False
-        self.thread = threading.Thread(target=self.loop, daemon=True)
-        self.thread.start()
-
-    def loop(self):
-        poller = zmq.Poller()
-        poller.register(self.sock, zmq.POLLIN)
-        while not self.stop:
-            if not poller.poll(50):
-                continue
-            while True:
-                try:
-                    parts = self.sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                self.alerts.append((time.time(), json.loads(parts[-1])))
-
-    def close(self):
-        self.stop = True
-        self.thread.join()
-        self.sock.close()
-        self.ctx.term()
-
-
 def last_event_alert(alerts):
     """Arrival of the straggler's resolution (the revision with ends_ns, raised by the run's run_end), or None."""
-    for at, a in alerts:
+    for at_ns, a in alerts:
         if a.get("kind") == "straggler" and a.get("ends_ns"):
-            return at
+            return at_ns / 1e9
     return None
 
 

@@ -1,12 +1,17 @@
 """What the benchmark scripts share about the processes they start: waiting for
-a line in a process's log, and stopping it (SIGINT, then SIGKILL)."""
+a line in a process's log, stopping it (SIGINT, then SIGKILL), and a subscriber
+on its alert stream."""
 
+import json
 import pathlib
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
+
+import zmq
 
 
 def wait_for(path: pathlib.Path, pattern: str, proc: subprocess.Popen, timeout: float, who: str) -> re.Match:
@@ -31,3 +36,37 @@ def stop(proc: subprocess.Popen, timeout: float = 15) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+class Subscriber:
+    """A SUB on a runlens alert stream (a thread) that stamps every alert's receipt (time.time_ns())."""
+
+    def __init__(self, endpoint):
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.SUB)
+        self.sock.setsockopt(zmq.SUBSCRIBE, b"")
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(endpoint)
+        self.alerts = []  # (receipt wall ns, alert)
+        self.stop = False
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+        self.thread.start()
+
+    def loop(self):
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        while not self.stop:
+            if not poller.poll(50):
+                continue
+            while True:
+                try:
+                    parts = self.sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                self.alerts.append((time.time_ns(), json.loads(parts[-1])))
+
+    def close(self):
+        self.stop = True
+        self.thread.join()
+        self.sock.close()
+        self.ctx.term()
