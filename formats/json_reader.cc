@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "formats/json_escape.h"
+
 namespace runlens::json {
 
 const Value* Value::find(std::string_view key) const {
@@ -173,41 +175,11 @@ class Parser {
     return true;
   }
 
-  static void put_utf8(std::string* out, uint32_t cp) {
-    if (cp < 0x80)
-      out->push_back(static_cast<char>(cp));
-    else if (cp < 0x800) {
-      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
   bool hex4(uint32_t* out) {
     if (pos_ + 4 > s_.size()) return fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = s_[pos_++];
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<uint32_t>(c - 'A' + 10);
-      else
-        return fail("invalid \\u escape");
-    }
-    *out = v;
-    return true;
+    int digits = parse_hex4(s_.data() + pos_, out);
+    pos_ += static_cast<size_t>(digits < 4 ? digits + 1 : 4);  // the error's offset is past the bad byte
+    return digits == 4 || fail("invalid \\u escape");
   }
 
   bool string(std::string* out) {
@@ -262,7 +234,7 @@ class Parser {
           } else if (cp >= 0xDC00 && cp < 0xE000) {
             return fail("invalid surrogate pair");
           }
-          put_utf8(out, cp);
+          append_utf8(cp, out);
           break;
         }
         default:

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <limits>
 
+#include "formats/json_escape.h"
 #include "formats/jsonl_codec.h"
 
 namespace runlens::jsonl {
@@ -346,40 +347,9 @@ class Parser {
     return true;
   }
   bool hex4(uint32_t* out) {
-    if (end_ - p_ < 4) return false;
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = *p_++;
-      v <<= 4;
-      if (c >= '0' && c <= '9')
-        v |= static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f')
-        v |= static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F')
-        v |= static_cast<uint32_t>(c - 'A' + 10);
-      else
-        return false;
-    }
-    *out = v;
+    if (end_ - p_ < 4 || json::parse_hex4(p_, out) != 4) return false;
+    p_ += 4;
     return true;
-  }
-  void put_utf8(uint32_t cp) {
-    std::string& o = scratch_;
-    if (cp < 0x80)
-      o.push_back(static_cast<char>(cp));
-    else if (cp < 0x800) {
-      o.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      o.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      o.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      o.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      o.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      o.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      o.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      o.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      o.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
   }
   // The rest of a string from its first backslash, decoded as json_reader does.
   bool escaped(const char* b, std::string_view* out) {
@@ -430,7 +400,7 @@ class Parser {
           } else if (cp >= 0xDC00 && cp < 0xE000) {
             return false;
           }
-          put_utf8(cp);
+          json::append_utf8(cp, &scratch_);
           break;
         }
         default:
