@@ -28,6 +28,32 @@ inline int parse_hex4(const char* p, uint32_t* out) {
   return 4;
 }
 
+// The byte a one-character escape (the character after the backslash)
+// stands for, or -1 when it is not one (\u is not: see parse_hex4).
+inline int unescape_simple(char e) {
+  switch (e) {
+    case '"':
+    case '\\':
+    case '/':
+      return e;
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    default:
+      return -1;
+  }
+}
+
+// The code point of a surrogate pair (hi in D800-DBFF, lo in DC00-DFFF).
+inline uint32_t combine_surrogates(uint32_t hi, uint32_t lo) { return 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00); }
+
 // Appends code point `cp` (at most 0x10FFFF) to `out` as UTF-8.
 inline void append_utf8(uint32_t cp, std::string* out) {
   if (cp < 0x80) {

@@ -199,47 +199,21 @@ class Parser {
       if (c != '\\') return fail("control character in string");
       if (++pos_ >= s_.size()) return fail("unterminated string");
       char e = s_[pos_++];
-      switch (e) {
-        case '"':
-          out->push_back('"');
-          break;
-        case '\\':
-          out->push_back('\\');
-          break;
-        case '/':
-          out->push_back('/');
-          break;
-        case 'b':
-          out->push_back('\b');
-          break;
-        case 'f':
-          out->push_back('\f');
-          break;
-        case 'n':
-          out->push_back('\n');
-          break;
-        case 'r':
-          out->push_back('\r');
-          break;
-        case 't':
-          out->push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp;
-          if (!hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00) {
-            uint32_t lo;
-            if (!literal("\\u") || !hex4(&lo) || lo < 0xDC00 || lo >= 0xE000) return fail("invalid surrogate pair");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp < 0xE000) {
-            return fail("invalid surrogate pair");
-          }
-          append_utf8(cp, out);
-          break;
-        }
-        default:
-          return fail("invalid escape in string");
+      if (int byte = unescape_simple(e); byte >= 0) {
+        out->push_back(static_cast<char>(byte));
+        continue;
       }
+      if (e != 'u') return fail("invalid escape in string");
+      uint32_t cp;
+      if (!hex4(&cp)) return false;
+      if (cp >= 0xD800 && cp < 0xDC00) {
+        uint32_t lo;
+        if (!literal("\\u") || !hex4(&lo) || lo < 0xDC00 || lo >= 0xE000) return fail("invalid surrogate pair");
+        cp = combine_surrogates(cp, lo);
+      } else if (cp >= 0xDC00 && cp < 0xE000) {
+        return fail("invalid surrogate pair");
+      }
+      append_utf8(cp, out);
     }
   }
 

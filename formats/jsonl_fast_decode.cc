@@ -369,43 +369,21 @@ class Parser {
       }
       if (++p_ >= end_) return false;
       char e = *p_++;
-      switch (e) {
-        case '"':
-        case '\\':
-        case '/':
-          scratch_.push_back(e);
-          break;
-        case 'b':
-          scratch_.push_back('\b');
-          break;
-        case 'f':
-          scratch_.push_back('\f');
-          break;
-        case 'n':
-          scratch_.push_back('\n');
-          break;
-        case 'r':
-          scratch_.push_back('\r');
-          break;
-        case 't':
-          scratch_.push_back('\t');
-          break;
-        case 'u': {
-          uint32_t cp;
-          if (!hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00) {
-            uint32_t lo;
-            if (!literal("\\u") || !hex4(&lo) || lo < 0xDC00 || lo >= 0xE000) return false;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp < 0xE000) {
-            return false;
-          }
-          json::append_utf8(cp, &scratch_);
-          break;
-        }
-        default:
-          return false;
+      if (int byte = json::unescape_simple(e); byte >= 0) {
+        scratch_.push_back(static_cast<char>(byte));
+        continue;
       }
+      if (e != 'u') return false;
+      uint32_t cp;
+      if (!hex4(&cp)) return false;
+      if (cp >= 0xD800 && cp < 0xDC00) {
+        uint32_t lo;
+        if (!literal("\\u") || !hex4(&lo) || lo < 0xDC00 || lo >= 0xE000) return false;
+        cp = json::combine_surrogates(cp, lo);
+      } else if (cp >= 0xDC00 && cp < 0xE000) {
+        return false;
+      }
+      json::append_utf8(cp, &scratch_);
     }
     return false;
   }
