@@ -30,7 +30,6 @@ import json
 import os
 import pathlib
 import re
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -42,6 +41,9 @@ import urllib.request
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # bench/: procs
+
+from procs import stop  # noqa: E402
 
 MAX_SHOWN = 10
 
@@ -119,13 +121,7 @@ def api_answers(runlens: str, store_path: str, runs: dict):
                     nan_steps.append(key)
         return {"steps": steps, "nan_steps": nan_steps}
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc, timeout=20)
 
 
 def step_order(key: str):

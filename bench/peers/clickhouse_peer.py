@@ -23,12 +23,14 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # bench/: overload_recording
+from overload_recording import free_port  # noqa: E402
 
 SERVER_BINARY = "/usr/sbin/clickhouse-server"
 
@@ -57,12 +59,6 @@ NAN_SQL = """SELECT DISTINCT run_id, step FROM rows WHERE type = 'train' AND isN
 ORDER BY run_id, step FORMAT TabSeparated"""
 
 SPLIT_PATTERN = '^\\{"type":"(step|train)"'
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 CONFIG = """<?xml version="1.0"?>
