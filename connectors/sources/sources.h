@@ -31,6 +31,11 @@ struct ZmqSourceOptions {
   std::string topic;       // SUB prefix
   int64_t max_frame_bytes = 64 << 20;
   int64_t rcvhwm = 1000;
+  // Connections waiting to be accepted (ZeroMQ's default is 100). A job's
+  // ranks connect at once; past the backlog the kernel drops their SYNs and
+  // they retry a second later, when the first events they queued (rank 0's
+  // run_start) are already behind the watermark.
+  int64_t backlog = 4096;
   int64_t max_future_ns = 600'000'000'000;
   std::string record;  // recording file for every frame received; empty = none
 };

@@ -20,6 +20,7 @@ class ZmqSource final : public runtime::SourceDef<Record> {
     zmq::socket_t sock(ctx, o_.subscribe ? zmq::socket_type::sub : zmq::socket_type::pull);
     sock.set(zmq::sockopt::rcvhwm, static_cast<int>(o_.rcvhwm));
     sock.set(zmq::sockopt::linger, 0);
+    sock.set(zmq::sockopt::backlog, static_cast<int>(o_.backlog));  // the kernel caps it at net.core.somaxconn
     // Frames larger than this are refused by ZeroMQ itself; we still check below.
     sock.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(o_.max_frame_bytes) + 1);
     if (o_.subscribe) sock.set(zmq::sockopt::subscribe, o_.topic);
@@ -195,6 +196,13 @@ void RegisterZmqSource(Registry& registry) {
        .default_value = runtime::int_text(defaults.rcvhwm),
        .doc = "ZeroMQ receive high-water mark, in messages.",
        .min = 1},
+      {.name = "backlog",
+       .type = runtime::ParamType::kInt,
+       .default_value = runtime::int_text(defaults.backlog),
+       .doc = "Connections that may wait to be accepted (bind only; the kernel caps it at net.core.somaxconn). A job's "
+              "ranks connect at once: past the backlog their first batches arrive a second late, behind the watermark.",
+       .min = 1,
+       .max = 65535},
       {.name = "record",
        .type = runtime::ParamType::kString,
        .default_value = defaults.record,
@@ -219,6 +227,7 @@ void RegisterZmqSource(Registry& registry) {
     o.topic = ctx.params->get_string("topic");
     o.max_frame_bytes = ctx.params->get_int("max_frame_bytes");
     o.rcvhwm = ctx.params->get_int("rcvhwm");
+    o.backlog = ctx.params->get_int("backlog");
     o.max_future_ns = ctx.params->get_duration_ns("max_future");
     o.record = ctx.params->get_string("record");
     return MakeZmqSource(std::move(o));

@@ -99,7 +99,8 @@ TEST_CASE("graph labels each node with its component's describe() line, then its
                       "pull\\n") != std::string::npos);
   // A value given on the command line shows in both lines.
   auto s = sh("graph --set RUNLENS_LISTEN=tcp://127.0.0.1:7000");
-  CHECK(s.output.find("label=\"telemetry\\n(zmq)\\nbind=tcp://127.0.0.1:7000 pull\\nbind=tcp://127.0.0.1:7000,") !=
+  CHECK(s.output.find(
+            "label=\"telemetry\\n(zmq)\\nbind=tcp://127.0.0.1:7000 pull\\nbacklog=4096, bind=tcp://127.0.0.1:7000,") !=
         std::string::npos);
 }
 
