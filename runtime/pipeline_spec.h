@@ -60,7 +60,7 @@ class Catalog {
 struct PipelineSettings {
   int64_t lateness_ns = 5'000'000'000;       // allowed out-of-orderness per source
   int64_t idle_timeout_ns = 30'000'000'000;  // a live source silent this long stops holding the watermark
-  int64_t join_grace_ns = 100'000'000;       // live: how far behind this clock a joining producer's first event may be
+  int64_t join_grace_ns = 500'000'000;       // live: how far behind this clock a joining producer's first event may be
   int64_t queue_capacity = 16384;            // rows per edge queue
   OverflowPolicy overflow = OverflowPolicy::kBlock;
   int64_t backpressure_ns = 1'000'000'000;  // shed: how long a full queue holds its producer back before shedding

@@ -114,12 +114,13 @@ TEST_CASE("two engines with different thread counts run side by side in one proc
     std::thread tb([&] { run_engine(b_dir, 5, &b); });
     ta.join();
     tb.join();
-    // Each engine's operators ran in its own arena (a slot per thread, as far
-    // as the machine's pool of TBB workers goes, plus one for the thread that
-    // waits on the graph), with one partition per thread.
+    // Each engine's operators ran in its own arena (the thread that waits on
+    // the graph, and a worker slot for each other thread as far as the
+    // machine's pool of TBB workers goes), with one partition per thread.
     CHECK(a.seen.arena_concurrency == std::set<int>{runtime::Executor<Record>::arena_concurrency(2)});
     CHECK(b.seen.arena_concurrency == std::set<int>{runtime::Executor<Record>::arena_concurrency(5)});
-    CHECK(runtime::Executor<Record>::arena_concurrency(2) == std::min(2, tbb::info::default_concurrency() - 1) + 1);
+    CHECK(runtime::Executor<Record>::arena_concurrency(2) == std::min(1, tbb::info::default_concurrency() - 1) + 1);
+    CHECK(runtime::Executor<Record>::arena_concurrency(1) == 1);
     CHECK(a.seen.partitions == std::set<int>{2});
     CHECK(b.seen.partitions == std::set<int>{5});
     CHECK(a.seen.rows > 0);

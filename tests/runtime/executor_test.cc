@@ -11,6 +11,7 @@
 #include "runtime/executor.h"
 
 #include <doctest/doctest.h>
+#include <oneapi/tbb/info.h>
 
 #include <algorithm>
 #include <array>
@@ -568,6 +569,49 @@ std::vector<Row> reference_windows(const std::vector<Row>& in, int64_t width) {
   for (const auto& [w, s] : sums) out.push_back(Row{w.first + width - 1, w.second, kOut, 0, s});
   std::sort(out.begin(), out.end(), canonical_less);
   return out;
+}
+
+// Waits, in process(), for the other operator of the pair to be in its own
+// process() at the same time, and says whether it was.
+class Meet final : public rt::Operator<Row> {
+ public:
+  Meet(std::atomic<bool>* mine, std::atomic<bool>* other, std::atomic<int>* met, std::atomic<int>* done)
+      : mine_(mine), other_(other), met_(met), done_(done) {}
+  void process(const Row& r, rt::Emitter<Row>&) override {
+    if (r.value != 1) return;  // the row released while the source runs
+    mine_->store(true);
+    if (eventually([&] { return other_->load(); }, 5s)) met_->fetch_add(1);
+    done_->fetch_add(1);
+  }
+
+ private:
+  std::atomic<bool>* mine_;
+  std::atomic<bool>* other_;
+  std::atomic<int>* met_;
+  std::atomic<int>* done_;
+};
+
+TEST_CASE("while the sources run, --threads 2 runs operators on two threads (the waiting thread works too)") {
+  // One TBB worker (a 2-core machine's pool) and the thread that waits on the
+  // graph: two operators handed the same row meet in process() only if both
+  // run while the source is still running. Before, that thread only joined in
+  // once the sources had ended, and the two ran one after the other.
+  if (tbb::info::default_concurrency() < 2) return;  // a 1-core machine has no worker to meet
+  std::atomic<bool> a_in{false}, b_in{false};
+  std::atomic<int> met{0}, done{0};
+  Harness h(Config{.threads = 2});
+  h.source("src",
+           [&](rt::SourceOutput<Row>& out) {
+             std::vector<Row> rows{Row{1, 0, kData, 1, 1}, Row{2, 0, kData, 1, 2}};  // the second releases the first
+             out.push(rows, [](size_t i) { return "toy:" + std::to_string(i); });
+             CHECK(eventually([&] { return done.load() == 2; }, 15s));  // the source is still running meanwhile
+           })
+      .op("a", {"src"},
+          single([&](const rt::OperatorContext&) { return std::make_unique<Meet>(&a_in, &b_in, &met, &done); }))
+      .op("b", {"src"},
+          single([&](const rt::OperatorContext&) { return std::make_unique<Meet>(&b_in, &a_in, &met, &done); }));
+  h.run();
+  CHECK(met.load() == 2);
 }
 
 TEST_CASE("end of input fires every window still open") {
