@@ -43,7 +43,7 @@ class EventRing {
     Cell* cell;
     for (;;) {
       cell = &cells_[pos & mask_];
-      const uint64_t seq = Sequence(*cell, pos & mask_, std::memory_order_acquire);
+      const uint64_t seq = Sequence(*cell, pos & mask_);
       const auto diff = static_cast<int64_t>(seq - pos);
       if (diff == 0) {
         if (write_pos_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) break;
@@ -62,7 +62,7 @@ class EventRing {
   bool TryPop(Slot& out) noexcept {
     const size_t index = read_pos_ & mask_;
     Cell& cell = cells_[index];
-    const uint64_t seq = Sequence(cell, index, std::memory_order_acquire);
+    const uint64_t seq = Sequence(cell, index);
     if (seq != read_pos_ + 1) return false;  // empty, or the producer is still filling it
     out = cell.slot;
     SetSequence(cell, index, read_pos_ + capacity_);
@@ -90,8 +90,8 @@ class EventRing {
     if (p == MAP_FAILED) throw std::bad_alloc();  // at construction only, never on the hot path
     return static_cast<Cell*>(p);
   }
-  static uint64_t Sequence(Cell& cell, size_t index, std::memory_order order) noexcept {
-    return std::atomic_ref<uint64_t>(cell.relative_sequence).load(order) + index;
+  static uint64_t Sequence(Cell& cell, size_t index) noexcept {
+    return std::atomic_ref<uint64_t>(cell.relative_sequence).load(std::memory_order_acquire) + index;
   }
   static void SetSequence(Cell& cell, size_t index, uint64_t sequence) noexcept {
     std::atomic_ref<uint64_t>(cell.relative_sequence).store(sequence - index, std::memory_order_release);
