@@ -298,6 +298,7 @@ class Executor {
     std::vector<Ref> order;  // the released rows of `pending`, in canonical order
     std::vector<Ref> scratch;
     std::vector<size_t> runs;
+    std::vector<int> last_watermark;  // collapse_watermarks' scratch
   };
 
   struct Node {
@@ -336,6 +337,8 @@ class Executor {
       next += n->source ? 1 : static_cast<int>(n->parts.size());
     }
     producers_ = next;
+    live_pipeline_ =
+        std::any_of(nodes_.begin(), nodes_.end(), [](const auto& n) { return n->source && n->source->live(); });
     producer_is_source_.assign(static_cast<size_t>(producers_), false);
     for (auto& n : nodes_) {
       if (n->source) producer_is_source_[static_cast<size_t>(n->producer_base)] = true;
@@ -459,7 +462,7 @@ class Executor {
     // watermark thousands of times a second, and each move is a message to
     // every partition downstream: it sends one at most every kCoalesce, and
     // the rest when it next polls (watermark_pending() shortens that poll).
-    static constexpr auto kCoalesce = std::chrono::milliseconds(1);
+    static constexpr auto kCoalesce = std::chrono::microseconds(250);
 
     // Sends the watermark downstream when it moved. `arrival` is when the
     // batch that moved it was received (0: none); a deferred watermark keeps
@@ -727,14 +730,45 @@ class Executor {
         for (size_t lane = 0; lane < lanes; ++lane) {
           size_t s = p * lanes + lane;
           if (out[s].empty()) continue;
+          const int priority = shed ? static_cast<int>(lane) : worst[s];
+          if (shed && weight[s] > opts_.queue_capacity && out[s].size() > 1) {
+            deliver_in_parts(to->parts[p].get(), producer, priority, out[s]);
+            continue;
+          }
           Msg m;
           m.producer = producer;
-          m.priority = shed ? static_cast<int>(lane) : worst[s];
+          m.priority = priority;
           m.weight = weight[s];
           m.rows = std::move(out[s]);
           deliver(to->parts[p].get(), std::move(m));
         }
       }
+    }
+    rows.clear();
+  }
+
+  // `shed`: rows weighing more than a whole queue go as several messages of
+  // at most a queue each (a row heavier than that alone), in order, so that
+  // each can wait for room: one such message would be shed at once (it can
+  // never fit). A live operator that falls behind and then releases many
+  // steps in one watermark (a joined step weighs its ranks) sends that much.
+  void deliver_in_parts(Partition* to, int producer, int priority, std::vector<R>& rows) {
+    size_t begin = 0;
+    while (begin < rows.size()) {
+      Msg m;
+      m.producer = producer;
+      m.priority = priority;
+      size_t end = begin;
+      while (end < rows.size()) {
+        const int64_t w = RowTraits<R>::weight(rows[end]);
+        if (end > begin && m.weight + w > opts_.queue_capacity) break;
+        m.weight += w;
+        ++end;
+      }
+      m.rows.reserve(end - begin);
+      for (size_t i = begin; i < end; ++i) m.rows.push_back(std::move(rows[i]));
+      deliver(to, std::move(m));
+      begin = end;
     }
     rows.clear();
   }
@@ -961,7 +995,10 @@ class Executor {
             p->node->counters.queue_rows.fetch_sub(static_cast<uint64_t>(freed), std::memory_order_relaxed);
           }
           p->inbox.space.notify_all();
-          for (auto& m : batch) handle(p, m);
+          if (live_pipeline_) collapse_watermarks(p, batch);
+          for (auto& m : batch) {
+            if (!m.is_watermark || m.producer >= 0) handle(p, m);
+          }
         }
       } catch (...) {
         fail(std::current_exception());
@@ -974,6 +1011,37 @@ class Executor {
       p->running.store(false, std::memory_order_release);
       std::lock_guard lock(p->inbox.mu);
       if (p->inbox.q.empty()) return;
+    }
+  }
+
+  // Live (a pipeline with a live source), of the watermarks one producer
+  // sent, only the last of a drained batch is handled: an earlier one releases a prefix of what the last releases (the
+  // producer's rows that came between are not older than it), so skipping it
+  // is the same as its message arriving later, which outputs never depend on
+  // (the source's coalescing already varies how many there are). The kept
+  // one takes the earliest arrival, for the sinks' latency. A wave of
+  // watermarks (1024 producers promising past a step within a few
+  // milliseconds) otherwise queued several at every partition, and each made
+  // it release, run its timers and forward one more to every consumer: at
+  // 1024 ranks the alert stream's slowest releases took twice as long. A
+  // replay handles every watermark, so that what an operator sees of a
+  // recording does not depend on the threads' timing at all.
+  static void collapse_watermarks(Partition* p, std::deque<Msg>& batch) {
+    if (batch.size() < 2) return;
+    std::vector<int>& last = p->last_watermark;  // by slot: index in `batch`, -1 none
+    last.assign(p->producer_wm.size(), -1);
+    for (size_t i = batch.size(); i-- > 0;) {
+      Msg& m = batch[i];
+      if (!m.is_watermark) continue;
+      int& kept = last[static_cast<size_t>(p->slot_of[static_cast<size_t>(m.producer)])];
+      if (kept < 0) {
+        kept = static_cast<int>(i);
+        continue;
+      }
+      Msg& k = batch[static_cast<size_t>(kept)];
+      k.watermark = std::max(k.watermark, m.watermark);
+      if (m.arrival_ns != 0 && (k.arrival_ns == 0 || m.arrival_ns < k.arrival_ns)) k.arrival_ns = m.arrival_ns;
+      m.producer = -1;  // skipped
     }
   }
 
@@ -1084,6 +1152,7 @@ class Executor {
   }
 
   ExecutorOptions opts_;
+  bool live_pipeline_ = false;  // a source is live: queued watermarks collapse (collapse_watermarks)
   RowText row_text_;
   std::unique_ptr<tbb::task_arena> arena_;
   // Declared before nodes_, so destroyed after them: a flow-graph node's

@@ -1779,6 +1779,36 @@ class SlowCollect final : public rt::Operator<Row> {
   int ms_;
 };
 
+TEST_CASE("shed: an operator's output heavier than a whole queue waits for room in parts, and nothing is shed") {
+  // Regression test, fixed (was: runtime/executor.h, Executor::route, one
+  // message per consumer partition): the end of input releases 40 rows at
+  // once, forwarded as one message of weight 40 into a queue of 4, which
+  // could never fit and was shed down to 4 at once, whatever the
+  // backpressure. Live, rank_join releasing many joined steps in one
+  // watermark after falling behind (each weighs its ranks) shed step rows so.
+  for (int threads : kConcurrentThreads) {
+    CAPTURE(threads);
+    Log<Row> sink;
+    Harness h(Config{.threads = threads,
+                     .lateness_ns = INT64_C(3600'000'000'000),  // nothing is released before the end
+                     .queue_capacity = 4,
+                     .overflow = rt::OverflowPolicy::kShed,
+                     .backpressure_ns = 10'000'000'000});
+    std::vector<Row> input;
+    for (int64_t i = 0; i < 40; ++i) input.push_back(Row{i, static_cast<uint64_t>(i % 3), kData, 1, i});
+    h.source("src", push_in_batches(input, 4))
+        .op("pass", {"src"}, single([](const rt::OperatorContext&) { return std::make_unique<Forward>(); }))
+        .op("sink", {"pass"},
+            single([&](const rt::OperatorContext&) { return std::make_unique<SlowCollect>(&sink, 1); }));
+    h.run();
+    CHECK(sink.size() == 40);
+    CHECK(h.counters("sink").dropped_total() == 0);
+    std::vector<int64_t> values;
+    for (const auto& r : sink.items()) values.push_back(r.value);
+    CHECK(std::is_sorted(values.begin(), values.end()));
+  }
+}
+
 TEST_CASE("a sink's latency counts from the arrival of the batch whose watermark released its rows") {
   for (int threads : kConcurrentThreads) {
     CAPTURE(threads);
@@ -1962,6 +1992,63 @@ TEST_CASE("producers: a late-flushed row behind a newer one of the same producer
   CHECK(h.dead.log.size() == 0);
   CHECK(seen.rows.items() == std::vector<std::pair<int64_t, int64_t>>{{2, 100}, {1, 100}});
   CHECK(watermarks_below_end(seen) == std::vector<int64_t>{100, 600});
+}
+
+// Like Watch, but its first process() waits until `go`: the operator is busy
+// while the source sends more.
+class Stall final : public rt::Operator<Row> {
+ public:
+  Stall(Watch::Seen* seen, std::atomic<bool>* stalled, std::atomic<bool>* go)
+      : seen_(seen), stalled_(stalled), go_(go) {}
+  void process(const Row& r, rt::Emitter<Row>&) override {
+    if (!stalled_->exchange(true)) CHECK(eventually([&] { return go_->load(); }, 15s));
+    seen_->rows.add({r.value, seen_->last.load()});
+  }
+  void on_watermark(int64_t wm, rt::Emitter<Row>&) override {
+    seen_->watermarks.add(wm);
+    seen_->last.store(wm);
+  }
+
+ private:
+  Watch::Seen* seen_;
+  std::atomic<bool>* stalled_;
+  std::atomic<bool>* go_;
+};
+
+TEST_CASE("live: the watermarks queued for a busy operator are handled as one, the rows the same and in order") {
+  // A live source sends a watermark per batch (2 ms apart, past its
+  // coalescing); while the operator is busy 18 queue up, with their rows.
+  // It then handles the last of them only: one release of every row it
+  // passes, while the source still runs.
+  Watch::Seen seen;
+  std::atomic<bool> stalled{false}, go{false};
+  Harness h(Config{.threads = 2, .lateness_ns = 0});
+  h.source(
+       "src",
+       [&](rt::SourceOutput<Row>& out) {
+         for (int64_t t = 1; t <= 20; ++t) {
+           std::vector<Row> b{Row{t, 0, kData, 0, t}};
+           out.push(b);
+           if (t == 2) CHECK(eventually([&] { return stalled.load(); }, 15s));  // row 1 released: busy with it
+           std::this_thread::sleep_for(2ms);
+         }
+         go = true;
+         CHECK(eventually([&] { return seen.rows.size() == 19; }, 15s));  // rows 1-19, by the watermark 20
+       },
+       {}, /*live=*/true)
+      .op("stall", {"src"},
+          single([&](const rt::OperatorContext&) { return std::make_unique<Stall>(&seen, &stalled, &go); }));
+  h.run();
+  std::vector<int64_t> values;
+  for (const auto& [value, wm] : seen.rows.items()) values.push_back(value);
+  std::vector<int64_t> expected;
+  for (int64_t t = 1; t <= 20; ++t) expected.push_back(t);
+  CHECK(values == expected);
+  auto wms = watermarks_below_end(seen);
+  INFO(doctest::toString(wms));
+  REQUIRE(!wms.empty());
+  CHECK(wms.back() == 20);
+  CHECK(wms.size() <= 3);  // 1 (unless it queued behind 2), 2 (the stall), 20; without collapsing 1 to 20
 }
 
 TEST_CASE("producers: a row is released as soon as every producer's watermark passes it, without more input") {
