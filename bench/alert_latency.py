@@ -11,7 +11,9 @@ in lockstep on the wall clock, for --steps steps:
     for 4 steps, then well for 8, its phase staggered, so a straggler alert
     opens, re-arms and opens again many times per run;
   * rank 0 reports a NaN loss at the last step, and every rank then closes
-    (run_end from rank 0), the way a diverging job ends.
+    (run_end from rank 0), the way a diverging job ends (--close-after-ms:
+    a moment later; a worker closes its emitters one after another, so its
+    last one sends its final batch tens of milliseconds after its first).
 
 Two figures per configuration, over --repeat runs:
 
@@ -25,7 +27,12 @@ Two figures per configuration, over --repeat runs:
              one clock. Alerts re-published as revisions are not counted again.
              Alerts tipped within 2 s of the last emitter's start are shown
              apart: while producers join, the collector holds their promises
-             at the wall clock less join_grace (100 ms; docs/pipelines.md).
+             at the wall clock less join_grace (500 ms; docs/pipelines.md).
+             So are the alerts the job's end tips (nan_loss, and stragglers
+             at the last step): what completes their evidence is the ranks'
+             final batches, so they are measured from the start of the last
+             rank's close (its final batch goes then); the NaN also from its
+             emit.
 
 and the CPU the collector and the emitter processes use while the ranks step
 (a share of one core; the machine has two).
@@ -100,10 +107,16 @@ def worker(args):
                 if last:
                     nan_emit = time.time_ns()
         emitted[step] = time.time_ns()
+    time.sleep(args.close_after_ms / 1000.0)
+    closing = time.time_ns()
+    last_close = closing
     for em in ems.values():
+        last_close = time.time_ns()  # the last one's: its final batch goes now, then the context waits for the queues
         em.close(status="failed", reason="loss is NaN")
+    closed = time.time_ns()
     with open(args.out, "w") as f:
-        json.dump({"emitted": emitted, "nan_emit": nan_emit, "ready": ready}, f)
+        json.dump({"emitted": emitted, "nan_emit": nan_emit, "ready": ready, "closing": closing, "last_close": last_close,
+                   "closed": closed}, f)
 
 
 # --- the collector and the subscriber ---------------------------------------------------------
@@ -181,6 +194,7 @@ def one_run(args, ranks, flush_ms, tmp):
             cmd = [sys.executable, __file__, "--worker", f"{lo}:{hi}", "--endpoint", f"tcp://127.0.0.1:{listen}",
                    "--run-id", run_id, "--world", str(ranks), "--steps", str(args.steps), "--period-ms",
                    str(args.period_ms), "--flush-ms", str(flush_ms), "--slow", str(args.slow), "--t0", repr(t0),
+                   "--close-after-ms", str(args.close_after_ms),
                    "--out", path]
             workers.append((subprocess.Popen(cmd, env=env), path))
         # CPU shares over the steps (from 1 s after the first to 1 s before the last).
@@ -204,7 +218,7 @@ def one_run(args, ranks, flush_ms, tmp):
             collector.kill()
         if sub:
             sub.close()
-    emitted, nan_emit, ready = {}, None, 0
+    emitted, nan_emit, ready, closed, close_ms = {}, None, 0, 0, 0.0
     for _, path in workers:
         with open(path) as f:
             w = json.load(f)
@@ -212,17 +226,25 @@ def one_run(args, ranks, flush_ms, tmp):
         for step, t in w["emitted"].items():
             emitted[int(step)] = max(emitted.get(int(step), 0), t)
         nan_emit = nan_emit or w["nan_emit"]
+        closed = max(closed, w["last_close"])
+        close_ms = max(close_ms, (w["last_close"] - w["closing"]) / 1e6)
     # While producers join (within JOIN_WINDOW of the last new one) the
     # collector caps their promises at the wall clock less join_grace
     # (docs/pipelines.md, "Event time"): those alerts are counted apart.
     joined = ready + JOIN_WINDOW_NS
-    e2e = {"straggler": [], "nan_loss": [], "joining": []}
+    # The last step is completed by the ranks' final batches (their closes),
+    # not by a heartbeat: its alerts and the NaN's are tipped by the last
+    # close, and are counted apart, from it ("end").
+    last = args.steps - 1
+    e2e = {"straggler": [], "nan_loss": [], "joining": [], "end": []}
     seen = set()
     for received, a in sub.alerts:
         if a["alert_id"] in seen:
             continue  # a revision
         seen.add(a["alert_id"])
-        if a["kind"] == "straggler" and a.get("step") in emitted:
+        if a["kind"] == "straggler" and a.get("step") == last:
+            e2e["end"].append((received - closed) / 1e6)
+        elif a["kind"] == "straggler" and a.get("step") in emitted:
             ms = (received - emitted[a["step"]]) / 1e6
             e2e["straggler" if emitted[a["step"]] >= joined else "joining"].append(ms)
             if args.show_slower is not None and ms > args.show_slower:
@@ -230,6 +252,7 @@ def one_run(args, ranks, flush_ms, tmp):
                       f"{a.get('summary')}", flush=True)
         elif a["kind"] == "nan_loss" and nan_emit:
             e2e["nan_loss"].append((received - nan_emit) / 1e6)
+            e2e["end"].append((received - closed) / 1e6)
     collector_latency = None
     with open(counters) if os.path.exists(counters) else open(os.devnull) as f:
         for line in f:
@@ -240,7 +263,7 @@ def one_run(args, ranks, flush_ms, tmp):
     for _, a in sub.alerts:
         kinds[a["kind"]] = kinds.get(a["kind"], 0) + 1
     share.thread.join()
-    return {"e2e": e2e, "collector": collector_latency, "kinds": kinds, "cpu": share.result}
+    return {"e2e": e2e, "collector": collector_latency, "kinds": kinds, "cpu": share.result, "close_ms": close_ms}
 
 
 def quantile(xs, q):
@@ -260,6 +283,9 @@ def main():
     ap.add_argument("--period-ms", type=float, default=100.0)
     ap.add_argument("--slow", type=int, default=8, help="ranks that straggle in bursts")
     ap.add_argument("--procs", type=int, default=8)
+    ap.add_argument("--close-after-ms", type=float, default=0.0, metavar="MS",
+                    help="the ranks close MS after their last step (default 0: at once, the NaN's job stopping); "
+                         "each process closes its emitters one after another")
     ap.add_argument("--threads", type=int, default=2, help="`runlens run --threads`")
     ap.add_argument("--alert-stream-inputs", metavar="A,B",
                     help="run the shipped pipeline with its alert stream fed only by these nodes (e.g. context,nan)")
@@ -285,6 +311,7 @@ def main():
                 strag = [x for r in runs for x in r["e2e"]["straggler"]]
                 nan = [x for r in runs for x in r["e2e"]["nan_loss"]]
                 joining = [x for r in runs for x in r["e2e"]["joining"]]
+                end = [x for r in runs for x in r["e2e"]["end"]]
                 coll = [r["collector"] for r in runs if r["collector"]]
                 cpus = [r["cpu"] for r in runs if r["cpu"]]
                 row = {
@@ -299,6 +326,8 @@ def main():
                     "joining_max_ms": max(joining, default=float("nan")),
                     "nan_n": len(nan), "nan_runs_missing": sum(1 for r in runs if not r["e2e"]["nan_loss"]),
                     "nan_p50_ms": quantile(nan, 0.5), "nan_max_ms": max(nan, default=float("nan")),
+                    "end_n": len(end), "end_p50_ms": quantile(end, 0.5), "end_max_ms": max(end, default=float("nan")),
+                    "close_ms": statistics.median(r["close_ms"] for r in runs),
                     "kinds": runs[-1]["kinds"],
                     "cpu_collector": statistics.median(c["collector"] for c in cpus) if cpus else None,
                     "cpu_emitters": statistics.median(c["emitters"] for c in cpus) if cpus else None,
@@ -313,8 +342,11 @@ def main():
                       f"p99 {row['straggler_p99_ms']:.1f} ms, max {row['straggler_max_ms']:.1f} ms")
                 print(f"  end to end, straggler while producers join ({len(joining)} alerts, within 2 s of the last "
                       f"emitter made): p50 {row['joining_p50_ms']:.1f} ms, max {row['joining_max_ms']:.1f} ms")
-                print(f"  end to end, nan_loss at the last step ({len(nan)} of {len(runs)} runs): "
+                print(f"  end to end, nan_loss at the last step, from its emit ({len(nan)} of {len(runs)} runs): "
                       f"p50 {row['nan_p50_ms']:.1f} ms, max {row['nan_max_ms']:.1f} ms")
+                print(f"  at the job's end (nan_loss and the last step's stragglers, {len(end)} alerts), from the last "
+                      f"rank's close: p50 {row['end_p50_ms']:.1f} ms, max {row['end_max_ms']:.1f} ms (the last close of "
+                      f"a process began {row['close_ms']:.1f} ms after its first, median over runs of the slowest)")
                 if cpus:
                     print(f"  CPU while stepping (share of one core, median): collector {row['cpu_collector']:.0%}, "
                           f"the {min(args.procs, ranks)} emitter processes {row['cpu_emitters']:.0%}")
