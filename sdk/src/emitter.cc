@@ -277,6 +277,12 @@ class Emitter::Impl final : public HubClient {
     if (close_started_) return clean_close_;
     close_started_ = true;
     closing_.store(true, std::memory_order_relaxed);
+    // The close is serviced on this thread, not handed to the hub's: a
+    // process that closes many emitters one after another (a launcher
+    // reporting for its ranks) would otherwise wait for a wake-up of that
+    // thread per emitter, and on a busy host each costs a time slice.
+    const bool inline_close = hub_ != nullptr && hub_->ours();
+    if (inline_close) hub_->Detach(this);
     if (options_.rank == 0) {
       StartSlot(run_end_, SlotKind::kRunEnd, std::nullopt);
       run_end_.run_end.status = run_end_.PutText(status);
@@ -289,9 +295,12 @@ class Emitter::Impl final : public HubClient {
     stop_.store(true, std::memory_order_release);
     if (hub_ == nullptr) {
       Shutdown();  // no exporter ever ran
-    } else if (hub_->ours()) {
-      hub_->Wake(this);
-      hub_->WaitDone(this);  // the final batch is handed to ZeroMQ, the socket closed (lingering)
+    } else if (inline_close) {
+      // Until the final batch is handed to ZeroMQ and the socket closed
+      // (lingering), or the deadline: ServiceRings ends by then.
+      for (auto due = Service(SteadyClock::now()); due != kDone; due = Service(SteadyClock::now())) {
+        std::this_thread::sleep_until(std::min(due, deadline_));
+      }
     } else {
       // Inherited through fork(): the exporter and the socket belong to the
       // parent. Nothing here may touch them; what the rings hold is dropped.

@@ -120,9 +120,14 @@ void Hub::Wake(HubClient* client) noexcept {
   cv_.notify_one();
 }
 
-void Hub::WaitDone(HubClient* client) noexcept {
+void Hub::Detach(HubClient* client) noexcept {
   std::unique_lock lock(mu_);
-  done_cv_.wait(lock, [client] { return client->done_; });
+  std::erase(clients_, client);
+  // A pass started before the erase works on a copy that may hold `client`.
+  if (in_pass_) {
+    const uint64_t pass = pass_;
+    passed_cv_.wait(lock, [this, pass] { return !in_pass_ || pass_ != pass; });
+  }
 }
 
 SteadyClock::time_point Hub::NextTick(SteadyClock::time_point now, std::chrono::milliseconds interval) const noexcept {
@@ -141,25 +146,27 @@ void Hub::Run() noexcept {
   while (!stop_) {
     wake_.store(false, std::memory_order_relaxed);
     clients = clients_;  // capacity kept: no allocation once grown
+    ++pass_;
+    in_pass_ = true;
     lock.unlock();
     auto next = SteadyClock::time_point::max();
+    size_t done = 0;
     for (HubClient* client : clients) {
       const auto now = SteadyClock::now();
       const bool woken = client->woken_.exchange(false, std::memory_order_acq_rel);
       if (woken || client->due_ <= now) client->due_ = client->Service(now);
+      // A client shuts down on its closing thread (Detach); one that shut
+      // down here anyway is serviced no more.
       if (client->due_ == HubClient::kDone) {
-        // Its closing thread may free it once told: nothing touches it after this.
-        {
-          std::lock_guard done(mu_);
-          std::erase(clients_, client);
-          client->done_ = true;
-        }
-        done_cv_.notify_all();
+        clients[done++] = client;
         continue;
       }
       next = std::min(next, client->due_);
     }
     lock.lock();
+    for (size_t i = 0; i < done; ++i) std::erase(clients_, clients[i]);
+    in_pass_ = false;
+    passed_cv_.notify_all();
     if (stop_) break;
     // A wake between the copy above and this wait is seen by the predicate;
     // one that lands between the predicate and the sleep costs at most the

@@ -31,8 +31,9 @@ namespace runlens::sdk {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// What the hub drives: one emitter's exporter work, called on the hub's
-// thread only, one call at a time.
+// What the hub drives: one emitter's exporter work, called one call at a
+// time: on the hub's thread until it is detached, then by the thread that
+// detached it (the emitter's close).
 class HubClient {
  public:
   static constexpr SteadyClock::time_point kDone = SteadyClock::time_point::max();
@@ -45,7 +46,6 @@ class HubClient {
   friend class Hub;
   std::atomic<bool> woken_{false};
   SteadyClock::time_point due_{};  // hub thread only
-  bool done_ = false;              // guarded by the hub's mutex
 };
 
 class Hub {
@@ -67,8 +67,11 @@ class Hub {
   void Add(HubClient* client) noexcept;
   // `client` has work now. Never blocks: callable from emit().
   void Wake(HubClient* client) noexcept;
-  // Blocks until `client`'s Service returned kDone; the hub never touches it again.
-  void WaitDone(HubClient* client) noexcept;
+  // Stops servicing `client`: once this returns the hub never touches it
+  // again, and the caller may call its Service itself (a close does, on the
+  // closing thread). Waits only while a pass of the hub's thread that may
+  // still reach `client` is under way.
+  void Detach(HubClient* client) noexcept;
 
   // The next tick of the grid of `interval` after `now`.
   SteadyClock::time_point NextTick(SteadyClock::time_point now, std::chrono::milliseconds interval) const noexcept;
@@ -87,9 +90,11 @@ class Hub {
   int members_ = 0;                // guarded by the registry's mutex (hub.cc)
 
   std::mutex mu_;
-  std::condition_variable cv_;       // work or stop for the thread
-  std::condition_variable done_cv_;  // a client is done
-  std::vector<HubClient*> clients_;  // guarded by mu_
+  std::condition_variable cv_;         // work or stop for the thread
+  std::condition_variable passed_cv_;  // a pass over the clients ended
+  std::vector<HubClient*> clients_;    // guarded by mu_
+  uint64_t pass_ = 0;                  // guarded by mu_: passes started
+  bool in_pass_ = false;               // guarded by mu_: the thread is servicing its copy of clients_
   std::atomic<bool> wake_{false};
   bool stop_ = false;  // guarded by mu_
   std::thread thread_;

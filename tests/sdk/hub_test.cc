@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -157,6 +158,47 @@ TEST_CASE(
   auto last = receive(pull, 1, std::chrono::seconds(10));
   REQUIRE(last.size() == 1);
   check_complete(last.begin()->second, 3, true);
+}
+
+TEST_CASE("sdk hub: emitters closed on their own threads while the hub ships the others' batches lose nothing") {
+  // A close takes its emitter off the hub and ships the final batch on the
+  // closing thread (Hub::Detach), racing the hub's passes over the others:
+  // 4 threads emit for 8 emitters each, a step every half millisecond (the
+  // hub ships them at its 10 ms ticks), and close them one by one meanwhile,
+  // the 4 threads at once.
+  Pull pull;
+  constexpr int kThreads = 4, kPer = 8, kSteps = 30;
+  std::vector<std::unique_ptr<Emitter>> ems;
+  for (int r = 0; r < kThreads * kPer; ++r) ems.push_back(emitter(pull.endpoint, "hub-detach", r, kThreads * kPer));
+  std::vector<std::thread> threads;
+  std::atomic<int> clean{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Emitter j of this thread reports steps 0 to 9 + 2j, then closes; its neighbours go on.
+      for (int step = 0; step < kSteps; ++step) {
+        for (int j = 0; j < kPer; ++j) {
+          Emitter& em = *ems[static_cast<size_t>(t * kPer + j)];
+          if (step < 10 + 2 * j) {
+            em.emit(Step{.step = step, .step_ms = 1.0});
+          } else if (step == 10 + 2 * j && em.close(std::chrono::seconds(10))) {
+            ++clean;
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(clean.load() == kThreads * kPer);
+  auto got = receive(pull, kThreads * kPer, std::chrono::seconds(20));
+  REQUIRE(got.size() == static_cast<size_t>(kThreads * kPer));
+  for (const auto& [id, p] : got) {
+    CAPTURE(id);
+    CHECK(p.final);
+    CHECK(p.steps == 10 + 2 * (p.rank % kPer));
+    for (size_t k = 0; k < p.seqs.size(); ++k) CHECK(p.seqs[k] == k + 1);  // in order, none lost, the final last
+  }
+  for (auto& em : ems) CHECK(em->stats().closed);
 }
 
 TEST_CASE("sdk hub: a fork child's emitter gets its own hub; the parent's emitter goes on") {
