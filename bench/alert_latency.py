@@ -113,10 +113,9 @@ def worker(args):
     for em in ems.values():
         last_close = time.time_ns()  # the last one's: its final batch goes now, then the context waits for the queues
         em.close(status="failed", reason="loss is NaN")
-    closed = time.time_ns()
     with open(args.out, "w") as f:
-        json.dump({"emitted": emitted, "nan_emit": nan_emit, "ready": ready, "closing": closing, "last_close": last_close,
-                   "closed": closed}, f)
+        json.dump({"emitted": emitted, "nan_emit": nan_emit, "ready": ready, "closing": closing,
+                   "last_close": last_close}, f)
 
 
 # --- the collector and the subscriber ---------------------------------------------------------
@@ -218,7 +217,7 @@ def one_run(args, ranks, flush_ms, tmp):
             collector.kill()
         if sub:
             sub.close()
-    emitted, nan_emit, ready, closed, close_ms = {}, None, 0, 0, 0.0
+    emitted, nan_emit, ready, last_close, close_ms = {}, None, 0, 0, 0.0
     for _, path in workers:
         with open(path) as f:
             w = json.load(f)
@@ -226,7 +225,7 @@ def one_run(args, ranks, flush_ms, tmp):
         for step, t in w["emitted"].items():
             emitted[int(step)] = max(emitted.get(int(step), 0), t)
         nan_emit = nan_emit or w["nan_emit"]
-        closed = max(closed, w["last_close"])
+        last_close = max(last_close, w["last_close"])
         close_ms = max(close_ms, (w["last_close"] - w["closing"]) / 1e6)
     # While producers join (within JOIN_WINDOW of the last new one) the
     # collector caps their promises at the wall clock less join_grace
@@ -243,7 +242,7 @@ def one_run(args, ranks, flush_ms, tmp):
             continue  # a revision
         seen.add(a["alert_id"])
         if a["kind"] == "straggler" and a.get("step") == last:
-            e2e["end"].append((received - closed) / 1e6)
+            e2e["end"].append((received - last_close) / 1e6)
         elif a["kind"] == "straggler" and a.get("step") in emitted:
             ms = (received - emitted[a["step"]]) / 1e6
             e2e["straggler" if emitted[a["step"]] >= joined else "joining"].append(ms)
@@ -252,7 +251,7 @@ def one_run(args, ranks, flush_ms, tmp):
                       f"{a.get('summary')}", flush=True)
         elif a["kind"] == "nan_loss" and nan_emit:
             e2e["nan_loss"].append((received - nan_emit) / 1e6)
-            e2e["end"].append((received - closed) / 1e6)
+            e2e["end"].append((received - last_close) / 1e6)
     collector_latency = None
     with open(counters) if os.path.exists(counters) else open(os.devnull) as f:
         for line in f:

@@ -1015,11 +1015,13 @@ class Executor {
   }
 
   // Live (a pipeline with a live source), of the watermarks one producer
-  // sent, only the last of a drained batch is handled: an earlier one releases a prefix of what the last releases (the
-  // producer's rows that came between are not older than it), so skipping it
-  // is the same as its message arriving later, which outputs never depend on
-  // (the source's coalescing already varies how many there are). The kept
-  // one takes the earliest arrival, for the sinks' latency. A wave of
+  // sent, only the last of a drained batch is handled: an earlier one
+  // releases a prefix of what the last releases (the producer's rows that
+  // came between are not older than it), so skipping it is the same as its
+  // message arriving later, which outputs never depend on (the source's
+  // coalescing already varies how many there are). A skipped message is
+  // marked by producer -1. The kept one takes the earliest arrival, for the
+  // sinks' latency. A wave of
   // watermarks (1024 producers promising past a step within a few
   // milliseconds) otherwise queued several at every partition, and each made
   // it release, run its timers and forward one more to every consumer: at
