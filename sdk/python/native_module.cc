@@ -276,6 +276,13 @@ class PyEmitter {
     return emitter_.close(std::chrono::milliseconds(static_cast<int64_t>(ms)), status, reason);
   }
 
+  // Emitter::hold_watermark: (hold id, time_ns); id 0 when nothing is held.
+  py::tuple HoldWatermark() {
+    const auto hold = emitter_.hold_watermark();
+    return py::make_tuple(hold.id, hold.time_ns);
+  }
+  void ReleaseWatermark(uint64_t id) noexcept { emitter_.release_watermark(id); }
+
   // Test-only (the tests have no other way to drive the C++ emitter from
   // several threads at once, the GIL serializing Python callers): `threads`
   // threads each emit `per_thread` step events, step = thread * per_thread + i,
@@ -634,6 +641,9 @@ PYBIND11_MODULE(_native, m) {
            "Queue one event; True when taken, False when dropped or invalid. Never raises.")
       .def("close", &PyEmitter::Close, py::arg("timeout_s"), py::arg("status") = "completed", py::arg("reason") = "")
       .def("stats", &PyEmitter::GetStats)
+      .def("hold_watermark", &PyEmitter::HoldWatermark,
+           "Hold the emitter's watermark at now until released; returns (hold, time_ns).")
+      .def("release_watermark", &PyEmitter::ReleaseWatermark, py::arg("hold"))
       .def("_emit_steps_from_threads", &PyEmitter::EmitStepsFromThreads, py::arg("threads"), py::arg("per_thread"));
 
   m.def("decode_batch", &DecodeBatch, py::arg("data"),

@@ -707,18 +707,32 @@ Emitter::~Emitter() {
   close();
 }
 
+Emitter::WatermarkHold Emitter::hold_watermark() noexcept {
+  WatermarkHold hold;
+  try {
+    // Held before the clock is read, so that no batch can promise past the
+    // time meanwhile.
+    hold.id = impl_->Hold();
+  } catch (...) {
+    hold.id = 0;  // allocation failed: nothing held
+  }
+  hold.time_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (hold.id != 0) impl_->SetHold(hold.id, hold.time_ns);
+  return hold;
+}
+
+void Emitter::release_watermark(uint64_t id) noexcept {
+  if (id != 0) impl_->Release(id);
+}
+
 bool Emitter::checkpoint_saved(std::string_view path, std::optional<int64_t> step,
                                std::string_view checkpoint_id) noexcept {
-  uint64_t hold = 0;
+  // The event will carry the time of this call, but is sent once hashed:
+  // until then it holds the emitter's watermark.
+  const WatermarkHold hold = hold_watermark();
+  if (hold.id == 0) return false;  // allocation failed: not queued
   try {
-    // The event will carry the time of this call, but is sent once hashed:
-    // until then it holds the emitter's watermark (held before the clock is
-    // read, so that no batch can promise past it meanwhile).
-    hold = impl_->Hold();
-    const int64_t now =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
-            .count();
-    impl_->SetHold(hold, now);
     std::filesystem::path file{std::string(path)};
     std::error_code ec;
     std::filesystem::path absolute = std::filesystem::absolute(file, ec);
@@ -727,13 +741,12 @@ bool Emitter::checkpoint_saved(std::string_view path, std::optional<int64_t> ste
     if (id.empty()) {
       id = impl_->options().run_id + "/" + (step ? "step-" + std::to_string(*step) : absolute.filename().string());
     }
-    if (hasher_->Submit(absolute.lexically_normal().string(), std::move(id), step, now, hold)) return true;
-    impl_->Release(hold);
-    return false;
+    if (hasher_->Submit(absolute.lexically_normal().string(), std::move(id), step, hold.time_ns, hold.id)) return true;
   } catch (...) {
-    if (hold != 0) impl_->Release(hold);
-    return false;  // allocation failed: not queued
+    // allocation failed: not queued
   }
+  release_watermark(hold.id);
+  return false;
 }
 
 bool Emitter::emit(const Step& v) noexcept {

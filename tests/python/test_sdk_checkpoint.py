@@ -115,3 +115,71 @@ def test_relative_path_and_unknown_fields(collector, tmp_path, monkeypatch):
     (ev,) = collector.of_type("checkpoint")
     assert ev["sha256"] == digest and ev["uri"] == (tmp_path / "rel.pt").as_uri()
     assert em.stats()["unknown_fields"] == 2
+
+
+def _open_writer(fifo, timeout=10.0):
+    """The FIFO's writing end, once the hasher has opened its reading end."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO: no reader yet
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def test_a_slow_hash_holds_the_emitters_watermark_until_its_event_is_sent(collector, tmp_path):
+    """The event carries the time of the call but leaves once the file is read:
+    until then no batch may promise past that time (the collector would find
+    the event late and dead-letter it), while the other events keep flowing."""
+    fifo = tmp_path / "slow.pt"
+    os.mkfifo(fifo)  # the hasher reads it only as fast as the test writes it
+    em = runlens.Emitter(collector.endpoint, run_id="ck-hold", rank=0, world_size=1, flush_interval_ms=10)
+    assert em.checkpoint_saved(fifo, 5) is True
+    batches = []
+
+    def receive(seconds):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if collector.socket.poll(20):
+                data = collector.socket.recv()
+                batches.append((runlens.decode_progress(data), runlens.decode_batch(data)))
+
+    fd = _open_writer(fifo)
+    for step in range(6, 16):  # flushed every 10 ms while the hash waits
+        em.emit("step", step=step, step_ms=1.0)
+        receive(0.03)
+    os.write(fd, b"x" * 4096)
+    os.close(fd)  # end of file: the hash completes
+    receive(0.3)  # the checkpoint, then heartbeats past it
+    em.close(timeout=10)
+    while not (batches and batches[-1][0]["final"]) and collector.socket.poll(5000):
+        data = collector.socket.recv()
+        batches.append((runlens.decode_progress(data), runlens.decode_batch(data)))
+    assert batches and batches[-1][0]["final"]
+    (at,) = [i for i, (_, events) in enumerate(batches) if any(e["type"] == "checkpoint" for e in events)]
+    (checkpoint,) = [e for e in batches[at][1] if e["type"] == "checkpoint"]
+    assert checkpoint["sha256"] == hashlib.sha256(b"x" * 4096).hexdigest()
+    # The steps went out before it, in batches that promised nothing past it.
+    assert sum(e["type"] == "step" for _, events in batches[:at] for e in events) == 10
+    before = [p["watermark_ns"] for p, _ in batches[: at + 1]]
+    assert max(before) <= checkpoint["time_ns"], (max(before) - checkpoint["time_ns"]) / 1e6
+    assert max(p["watermark_ns"] for p, _ in batches) > checkpoint["time_ns"]  # and progress resumes
+    stats = em.stats()
+    assert stats["checkpoints_hashed"] == 1 and stats["checkpoints_dropped"] == 0
+
+
+def test_a_checkpoint_given_up_at_close_holds_nothing_back(dead_endpoint, tmp_path):
+    fifo = tmp_path / "never-written.pt"
+    os.mkfifo(fifo)  # the hasher waits in open() until a writer comes
+    em = runlens.Emitter(dead_endpoint, run_id="ck-gone", rank=0, world_size=1)
+    assert em.checkpoint_saved(fifo, 1) is True
+    hasher = em._state.hasher
+    assert len(hasher.holds) == 1
+    em.close(timeout=0.3)  # the hash never ends: given up, counted, released
+    assert hasher.holds == set()
+    assert em.stats()["checkpoints_dropped"] == 1
+    os.close(_open_writer(fifo))  # lets the hasher thread see its end
+    hasher.thread.join(5)
+    assert not hasher.thread.is_alive()

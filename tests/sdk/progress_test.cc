@@ -212,3 +212,50 @@ TEST_CASE("sdk progress: a checkpoint being hashed holds the watermark at the ti
   CHECK(got.size() > 3);  // heartbeats were sent while it was hashed, held at its time
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("sdk progress: hold_watermark holds every batch at its time until release_watermark") {
+  Pull pull;
+  runlens::sdk::EmitterOptions o;
+  o.endpoint = pull.endpoint;
+  o.run_id = "cxx-hold-api";
+  o.rank = 1;
+  o.world_size = 2;
+  o.flush_interval = std::chrono::milliseconds(2);
+  o.host_samples = false;
+  runlens::sdk::Emitter em(std::move(o));
+  const auto hold = em.hold_watermark();
+  REQUIRE(hold.id != 0);
+  for (int64_t s = 0; s < 5; ++s) {
+    runlens::sdk::Step step;
+    step.step = s;
+    step.step_ms = 1;
+    CHECK(em.emit(step));  // stamped after the hold's time
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // Everything sent so far, events and heartbeats, promised nothing past the hold.
+  size_t events = 0, batches = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (std::vector<capnp::word> words; events < 5 && std::chrono::steady_clock::now() < deadline;) {
+    if (!pull.next(words)) continue;
+    capnp::FlatArrayMessageReader reader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()));
+    auto b = reader.getRoot<runlens::wire::Batch>();
+    CHECK(b.getWatermarkNs() <= hold.time_ns);
+    events += b.getEvents().size();
+    ++batches;
+  }
+  CHECK(events == 5);  // the steps went out meanwhile
+  CHECK(batches >= 1);
+  em.release_watermark(hold.id);
+  em.release_watermark(hold.id);  // a second release is harmless
+  em.release_watermark(0);        // as is the id of a hold that failed
+  // Released: the next heartbeats promise past it (a released hold is
+  // forgotten once a pass that saw it released has emptied the rings).
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(em.close(std::chrono::seconds(5)));
+  auto rest = receive(pull, std::chrono::seconds(10));
+  REQUIRE(!rest.empty());
+  CHECK(rest.back().final);
+  int64_t max_wm = INT64_MIN;
+  for (const auto& g : rest) max_wm = std::max(max_wm, g.watermark);
+  CHECK(max_wm > hold.time_ns);
+}

@@ -244,6 +244,19 @@ class Emitter {
   bool checkpoint_saved(std::string_view path, std::optional<int64_t> step = std::nullopt,
                         std::string_view checkpoint_id = {}) noexcept;
 
+  // For an event stamped now and emitted later (a wrapper's background job:
+  // the Python SDK's checkpoint_saved): holds this emitter's watermark
+  // (docs/sdk.md, "Progress") at the time of the call, so that no batch
+  // promises past that time until the hold is released. Release it once the
+  // event was emitted, or given up. Returns the hold and the time it holds,
+  // which the event should carry; id 0 when out of memory (nothing held).
+  struct WatermarkHold {
+    uint64_t id = 0;
+    int64_t time_ns = 0;
+  };
+  WatermarkHold hold_watermark() noexcept;
+  void release_watermark(uint64_t id) noexcept;
+
   // Rank 0 sends run_end{status, reason} after everything queued before it.
   // Sends what it can until `timeout` has passed, then drops (and counts) the
   // rest and returns; ZeroMQ's linger is bounded by what is left of the

@@ -121,7 +121,12 @@ class _CheckpointHasher:
     """Hashes checkpoint files (SHA-256) on a background thread, off the
     training loop, and sends their `checkpoint` events. Jobs wait in a bounded
     queue; a job that does not fit is dropped and counted. Holds no reference
-    to the Emitter (only to its native core)."""
+    to the Emitter (only to its native core).
+
+    Each job holds the emitter's watermark at its event's time (the native
+    core's hold_watermark) until the event is in a ring or given up, so that
+    no batch sent meanwhile promises past it (docs/sdk.md, "Progress"): a slow
+    hash delays the emitter's progress, never makes its checkpoint late."""
 
     _CHUNK = 1 << 20
 
@@ -137,8 +142,17 @@ class _CheckpointHasher:
         self.hashed = 0
         self.dropped = 0
         self.errors = 0
+        self.holds = set()  # of the jobs not yet sent or given up
 
-    def submit(self, path, fields):
+    def release(self, hold):
+        """Stops holding the watermark for a job (idempotent)."""
+        with self.lock:
+            if hold not in self.holds:
+                return
+            self.holds.discard(hold)
+        self.native.release_watermark(hold)
+
+    def submit(self, path, fields, hold):
         with self.lock:
             if self.closing:
                 self.dropped += 1
@@ -147,10 +161,11 @@ class _CheckpointHasher:
                 self.thread = threading.Thread(target=self._run, name="runlens-checkpoint-hasher", daemon=True)
                 self.thread.start()
             try:
-                self.queue.put_nowait((path, fields))
+                self.queue.put_nowait((path, fields, hold))
             except queue.Full:
                 self.dropped += 1
                 return False
+            self.holds.add(hold)
             self.pending += 1
             self.queued += 1
         return True
@@ -165,7 +180,7 @@ class _CheckpointHasher:
                 continue
             if job is None:
                 return
-            path, fields = job
+            path, fields, hold = job
             try:
                 digest, size = self._hash(path)
                 fields["sha256"] = digest
@@ -176,7 +191,7 @@ class _CheckpointHasher:
                 fields["ok"] = False
                 failed = True
             with self.lock:
-                if self.abandoned:  # close() gave up on it and counted it as dropped
+                if self.abandoned:  # close() gave up on it, counted it as dropped and released it
                     continue
                 self.pending -= 1
                 if failed:
@@ -187,6 +202,7 @@ class _CheckpointHasher:
                     self.native.emit("checkpoint", fields)
                 except Exception:
                     self.errors += 1
+            self.release(hold)  # the event is in its ring (or was dropped there, counted)
 
     def _hash(self, path):
         h = hashlib.sha256()
@@ -222,6 +238,9 @@ class _CheckpointHasher:
                 self.abandoned = True
                 self.dropped += self.pending
                 self.pending = 0
+            left = list(self.holds) if self.abandoned else []
+        for hold in left:  # what will not be sent holds nothing back
+            self.release(hold)
         return time.monotonic() - t0
 
     def stats(self):
@@ -460,13 +479,16 @@ class Emitter:
         `checkpoint` event with checkpoint_id (default "RUN_ID/step-STEP"),
         step, uri (file:// URI of the absolute path), sha256, size_bytes and
         ok, plus the given checkpoint fields (duration_ms, upload_ms, ...);
-        time_ns is the time of this call. A missing or unreadable file sends
+        time_ns is the time of this call, and until the event is sent the
+        emitter's batches promise nothing past it. A missing or unreadable file sends
         ok=false without sha256 and is counted in
         stats()["checkpoint_errors"]; a full queue (checkpoint_queue jobs)
         drops the job and counts it in stats()["checkpoints_dropped"].
         Returns True when queued; never raises."""
+        hold = 0
         try:
-            t_ns = time.time_ns()
+            # Held before anything else: no batch may promise past this call's time.
+            hold, t_ns = self._native.hold_watermark()
             path = os.fspath(path)
             if not os.path.isabs(path):
                 path = os.path.abspath(path)
@@ -492,9 +514,17 @@ class Emitter:
                         hasher.closing = state.closed
                         state.hasher = hasher
                     hasher = state.hasher
-            return hasher.submit(path, fields)
+            if hasher.submit(path, fields, hold):
+                return True
+            self._native.release_watermark(hold)
+            return False
         except Exception:
             self._sdk_errors += 1
+            if hold:
+                try:
+                    self._native.release_watermark(hold)
+                except Exception:
+                    pass
             return False
 
     # --- lifecycle -----------------------------------------------------------
