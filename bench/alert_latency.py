@@ -14,6 +14,11 @@ in lockstep on the wall clock, for --steps steps:
     (run_end from rank 0), the way a diverging job ends (--close-after-ms:
     a moment later; a worker closes its emitters one after another, so its
     last one sends its final batch tens of milliseconds after its first).
+    The worker processes then wait, idle, until the run's alerts are in:
+    ranks exit on their own hosts, and 8 Python interpreters tearing down on
+    the collector's 2 cores (measured: most of both cores for some 80 ms)
+    would be timed as runlens's latency. --exit-at-close has them exit at
+    once, for comparison.
 
 Two figures per configuration, over --repeat runs:
 
@@ -113,9 +118,15 @@ def worker(args):
     for em in ems.values():
         last_close = time.time_ns()  # the last one's: its final batch goes now, then the context waits for the queues
         em.close(status="failed", reason="loss is NaN")
-    with open(args.out, "w") as f:
+    with open(args.out + ".tmp", "w") as f:
         json.dump({"emitted": emitted, "nan_emit": nan_emit, "ready": ready, "closing": closing,
                    "last_close": last_close}, f)
+    os.replace(args.out + ".tmp", args.out)  # whole, or not there
+    if not args.exit_at_close:
+        # Idle until the parent has its alerts (it closes our stdin): the ranks
+        # of a real fleet exit on their own hosts, and 8 interpreters tearing
+        # down on the collector's 2 cores are not runlens's latency.
+        sys.stdin.read()
 
 
 # --- the collector and the subscriber ---------------------------------------------------------
@@ -195,12 +206,19 @@ def one_run(args, ranks, flush_ms, tmp):
                    str(args.period_ms), "--flush-ms", str(flush_ms), "--slow", str(args.slow), "--t0", repr(t0),
                    "--close-after-ms", str(args.close_after_ms),
                    "--out", path]
-            workers.append((subprocess.Popen(cmd, env=env), path))
+            if args.exit_at_close:
+                cmd.append("--exit-at-close")
+            workers.append((subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE), path))
         # CPU shares over the steps (from 1 s after the first to 1 s before the last).
         span = args.steps * args.period_ms / 1000
         share = CpuShare(collector.pid, [p.pid for p, _ in workers], t0 + 1.0, t0 + span - 1.0)
-        for p, _ in workers:
-            p.wait(timeout=args.steps * args.period_ms / 1000 + 120)
+        # Every worker has closed its emitters once its figures are written.
+        deadline = time.time() + args.steps * args.period_ms / 1000 + 120
+        for p, path in workers:
+            while not os.path.exists(path) and p.poll() is None and time.time() < deadline:
+                time.sleep(0.005)
+            if not os.path.exists(path):
+                sys.exit(f"alert_latency: worker {path} exited ({p.poll()}) without its figures")
         # The NaN at the last step must arrive without waiting for the idle timeout (30 s).
         deadline = time.time() + 5.0
         while time.time() < deadline and not any(a["kind"] == "nan_loss" for _, a in sub.alerts):
@@ -208,7 +226,11 @@ def one_run(args, ranks, flush_ms, tmp):
         time.sleep(0.2)
     finally:
         for p, _ in workers:
-            if p.poll() is None:
+            p.stdin.close()  # the workers exit now
+        for p, _ in workers:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
                 p.kill()
         collector.send_signal(signal.SIGINT)
         try:
@@ -286,6 +308,9 @@ def main():
                     help="the ranks close MS after their last step (default 0: at once, the NaN's job stopping); "
                          "each process closes its emitters one after another")
     ap.add_argument("--threads", type=int, default=2, help="`runlens run --threads`")
+    ap.add_argument("--exit-at-close", action="store_true",
+                    help="the emitter processes exit as soon as they have closed (by default they wait, idle, "
+                         "until the alerts are in: their interpreters' exit would share the collector's cores)")
     ap.add_argument("--alert-stream-inputs", metavar="A,B",
                     help="run the shipped pipeline with its alert stream fed only by these nodes (e.g. context,nan)")
     ap.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
