@@ -449,6 +449,12 @@ class Executor {
     }
 
     bool watermark_pending() const override { return watermark_ > sent_wm_; }
+    std::chrono::nanoseconds watermark_due() const override {
+      if (!watermark_pending()) return std::chrono::nanoseconds::max();
+      if (!live_) return std::chrono::nanoseconds::zero();
+      auto left = kCoalesce - (std::chrono::steady_clock::now() - sent_at_);
+      return std::max(std::chrono::duration_cast<std::chrono::nanoseconds>(left), std::chrono::nanoseconds::zero());
+    }
 
     bool stopping() const override { return ex_->stopping_.load(std::memory_order_relaxed) || ex_->failed_.load(); }
     DeadLetterSink& dead_letters() override { return *ex_->opts_.dead_letters; }
@@ -461,7 +467,8 @@ class Executor {
     // A live source with many producers (1024 ranks' heartbeats) moves its
     // watermark thousands of times a second, and each move is a message to
     // every partition downstream: it sends one at most every kCoalesce, and
-    // the rest when it next polls (watermark_pending() shortens that poll).
+    // a deferred one when the source calls idle() at watermark_due(): the
+    // source waits for input no longer than that.
     static constexpr auto kCoalesce = std::chrono::microseconds(250);
 
     // Sends the watermark downstream when it moved. `arrival` is when the

@@ -24,6 +24,7 @@
 //    never during one, by the thread that owns the partition.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -169,8 +170,12 @@ class SourceOutput {
   // follows the wall clock.
   virtual void idle() = 0;
   // A watermark the source has not sent downstream yet (a live source sends
-  // at most one a millisecond): call idle() soon.
+  // at most one every 250 us): call idle() once watermark_due() has passed.
   virtual bool watermark_pending() const { return false; }
+  // How long a source may wait for input before it calls idle() so that the
+  // pending watermark goes out on time: zero when it may go now, max() when
+  // none is pending.
+  virtual std::chrono::nanoseconds watermark_due() const { return std::chrono::nanoseconds::max(); }
   virtual bool stopping() const = 0;
   virtual DeadLetterSink& dead_letters() = 0;
   virtual NodeCounters& counters() = 0;

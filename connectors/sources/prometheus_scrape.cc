@@ -87,7 +87,7 @@ class PrometheusScrape final : public runtime::SourceDef<Record> {
     while (!out.stopping() && !interrupted_.load()) {
       {
         std::unique_lock lk(results_mu_);
-        results_cv_.wait_for(lk, std::chrono::milliseconds(out.watermark_pending() ? 1 : 10),
+        results_cv_.wait_for(lk, std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(10), out.watermark_due()),
                              [&] { return !results_.empty() || interrupted_.load(); });
         batch.swap(results_);
       }

@@ -1,5 +1,10 @@
+#include <poll.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <zmq.hpp>
 
 #include "connectors/sources/producer_ledger.h"
@@ -50,18 +55,12 @@ class ZmqSource final : public runtime::SourceDef<Record> {
     capnpc::BatchProgress progress;
     ProducerLedger ledger;
     uint64_t frame_no = 0;
-    zmq::pollitem_t items[] = {{sock.handle(), 0, ZMQ_POLLIN, 0}};
     while (!out.stopping() && !interrupted_.load()) {
-      int ready = 0;
-      try {
-        // 10 ms: idle() also moves the watermark up to the wall clock less
-        // join_grace when no batch comes (runtime/executor.h, join_cap).
-        ready = zmq::poll(items, 1, std::chrono::milliseconds(out.watermark_pending() ? 1 : 10));
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        throw;
-      }
-      if (ready == 0) {
+      // 10 ms: idle() also moves the watermark up to the wall clock less
+      // join_grace when no batch comes (runtime/executor.h, join_cap); a
+      // deferred watermark goes out at its due time, not a poll later.
+      if (!wait_readable(sock,
+                         std::min<std::chrono::nanoseconds>(std::chrono::milliseconds(10), out.watermark_due()))) {
         out.idle();
         continue;
       }
@@ -110,6 +109,26 @@ class ZmqSource final : public runtime::SourceDef<Record> {
 
   void interrupt() override { interrupted_.store(true); }
   bool live() const override { return true; }
+
+  // Whether a message can be read, waiting at most `timeout` (nanoseconds:
+  // zmq_poll counts milliseconds, and a watermark deferred for 250 us must
+  // not wait a whole one). Waits on the socket's ZMQ_FD, which signals that
+  // its events may have changed; ZMQ_EVENTS says what they are.
+  static bool wait_readable(zmq::socket_t& sock, std::chrono::nanoseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const int fd = sock.get(zmq::sockopt::fd);
+    while (true) {
+      if (sock.get(zmq::sockopt::events) & ZMQ_POLLIN) return true;
+      const auto left = deadline - std::chrono::steady_clock::now();
+      if (left <= std::chrono::nanoseconds::zero()) return false;
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      const timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+      pollfd p{fd, POLLIN, 0};
+      if (::ppoll(&p, 1, &ts, nullptr) < 0 && errno != EINTR) {
+        throw zmq::error_t();  // errno names it
+      }
+    }
+  }
 
   std::string describe() const override {
     return (o_.bind.empty() ? "connect=" + o_.connect : "bind=" + o_.bind) + (o_.subscribe ? " sub" : " pull");

@@ -2237,6 +2237,36 @@ TEST_CASE("producers: a live source sends at most a watermark a millisecond; idl
   CHECK(std::is_sorted(wms.begin(), wms.end()));
 }
 
+TEST_CASE(
+    "producers: a live source's deferred watermark is due within 250 us of the last one sent; idle() then sends it") {
+  Watch::Seen seen;
+  std::atomic<bool> caught_up{false};
+  Harness h(Config{.threads = 2, .lateness_ns = INT64_C(3600'000'000'000)});
+  h.source(
+       "src",
+       [&](rt::SourceOutput<Row>& out) {
+         CHECK(out.watermark_due() == std::chrono::nanoseconds::max());  // nothing pending: wait as long as you like
+         push_as(out, "p", 1, 10, {});                                   // the first is sent at once
+         CHECK_FALSE(out.watermark_pending());
+         CHECK(out.watermark_due() == std::chrono::nanoseconds::max());
+         push_as(out, "p", 2, 20, {});  // within 250 us of the first: deferred (unless this thread was descheduled)
+         if (out.watermark_pending()) {
+           const auto due = out.watermark_due();
+           CHECK(due <= std::chrono::microseconds(250));
+           std::this_thread::sleep_for(due);
+           CHECK(out.watermark_due() == std::chrono::nanoseconds::zero());
+           out.idle();
+           CHECK_FALSE(out.watermark_pending());
+           CHECK(out.watermark_due() == std::chrono::nanoseconds::max());
+         }
+         caught_up = eventually([&] { return seen.last.load() == 20; }, 5s);
+       },
+       {}, /*live=*/true)
+      .op("watch", {"src"}, single(watch(&seen)));
+  h.run();
+  CHECK(caught_up.load());
+}
+
 TEST_CASE("producers: rows without progress (old senders) keep the lateness rule, and hold producers' rows too") {
   Watch::Seen seen;
   Harness h(Config{.threads = 2, .lateness_ns = 100});
