@@ -56,6 +56,18 @@ std::vector<Got> receive(Pull& pull, std::chrono::seconds limit) {
   return out;
 }
 
+// Rank 1 of 2 (no run_start or run_end) without host samples: every event is the test's.
+runlens::sdk::EmitterOptions rank1_options(const Pull& pull, std::string run_id, std::chrono::milliseconds flush) {
+  runlens::sdk::EmitterOptions o;
+  o.endpoint = pull.endpoint;
+  o.run_id = std::move(run_id);
+  o.rank = 1;
+  o.world_size = 2;
+  o.flush_interval = flush;
+  o.host_samples = false;
+  return o;
+}
+
 }  // namespace
 
 TEST_CASE("sdk progress: producer, seq, a watermark no later event undercuts, and a final batch") {
@@ -155,14 +167,7 @@ TEST_CASE("sdk progress: an emitter that sends nothing still says it is done, an
 
 TEST_CASE("sdk progress: an emitter with nothing to send carries its watermark forward in heartbeats") {
   Pull pull;
-  runlens::sdk::EmitterOptions o;
-  o.endpoint = pull.endpoint;
-  o.run_id = "cxx-heartbeat";
-  o.rank = 1;
-  o.world_size = 2;
-  o.flush_interval = std::chrono::milliseconds(10);
-  o.host_samples = false;  // its events are counted
-  runlens::sdk::Emitter em(std::move(o));
+  runlens::sdk::Emitter em(rank1_options(pull, "cxx-heartbeat", std::chrono::milliseconds(10)));
   CHECK(em.emit(runlens::sdk::Step{.step = 1, .step_ms = 1.0}));
   const auto reported = std::chrono::system_clock::now().time_since_epoch();
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -185,14 +190,7 @@ TEST_CASE("sdk progress: a checkpoint being hashed holds the watermark at the ti
   const auto file = dir / "big.pt";
   std::string content(48 << 20, 'x');  // tens of milliseconds of hashing: many heartbeats meanwhile
   std::ofstream(file, std::ios::binary).write(content.data(), static_cast<std::streamsize>(content.size()));
-  runlens::sdk::EmitterOptions o;
-  o.endpoint = pull.endpoint;
-  o.run_id = "cxx-hold";
-  o.rank = 1;
-  o.world_size = 2;
-  o.flush_interval = std::chrono::milliseconds(2);
-  o.host_samples = false;  // its events are counted
-  runlens::sdk::Emitter em(std::move(o));
+  runlens::sdk::Emitter em(rank1_options(pull, "cxx-hold", std::chrono::milliseconds(2)));
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   CHECK(em.checkpoint_saved(file.string(), 7));
   CHECK(em.close(std::chrono::seconds(20)));
@@ -215,14 +213,7 @@ TEST_CASE("sdk progress: a checkpoint being hashed holds the watermark at the ti
 
 TEST_CASE("sdk progress: hold_watermark holds every batch at its time until release_watermark") {
   Pull pull;
-  runlens::sdk::EmitterOptions o;
-  o.endpoint = pull.endpoint;
-  o.run_id = "cxx-hold-api";
-  o.rank = 1;
-  o.world_size = 2;
-  o.flush_interval = std::chrono::milliseconds(2);
-  o.host_samples = false;
-  runlens::sdk::Emitter em(std::move(o));
+  runlens::sdk::Emitter em(rank1_options(pull, "cxx-hold-api", std::chrono::milliseconds(2)));
   const auto hold = em.hold_watermark();
   REQUIRE(hold.id != 0);
   for (int64_t s = 0; s < 5; ++s) {
