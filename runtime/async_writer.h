@@ -207,9 +207,10 @@ class AsyncWriter {
         l.lock();
         writing_ = false;
         if (e) {
-          counters_->errors.fetch_add(1, std::memory_order_relaxed);
+          // The error is visible to check() before the counter says there is one.
           error_ = e;
           failed_.store(true, std::memory_order_release);
+          counters_->errors.fetch_add(1, std::memory_order_release);
         } else {
           counters_->written.fetch_add(1, std::memory_order_relaxed);
         }

@@ -133,7 +133,7 @@ TEST_CASE("a failed write surfaces at the sink's next call and at close, never l
   w.push({11});
   REQUIRE(disk.wait_written(1));
   // Wait until the writer has seen the failure.
-  for (int i = 0; i < 500 && c.errors == 0; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 5000 && c.errors == 0; ++i) std::this_thread::sleep_for(1ms);
   REQUIRE(c.errors == 1);
   CHECK(message_of([&] { w.check(); }) == "disk full at batch 11");
   CHECK(message_of([&] { w.push({12}); }) == "disk full at batch 11");

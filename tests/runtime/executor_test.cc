@@ -580,7 +580,9 @@ class Meet final : public rt::Operator<Row> {
   void process(const Row& r, rt::Emitter<Row>&) override {
     if (r.value != 1) return;  // the row released while the source runs
     mine_->store(true);
-    if (eventually([&] { return other_->load(); }, 5s)) met_->fetch_add(1);
+    // Long, for a loaded machine: TBB's worker can spend seconds in the arena
+    // of the test before (yielding under contention) before it joins this one.
+    if (eventually([&] { return other_->load(); }, 30s)) met_->fetch_add(1);
     done_->fetch_add(1);
   }
 
@@ -604,7 +606,7 @@ TEST_CASE("while the sources run, --threads 2 runs operators on two threads (the
            [&](rt::SourceOutput<Row>& out) {
              std::vector<Row> rows{Row{1, 0, kData, 1, 1}, Row{2, 0, kData, 1, 2}};  // the second releases the first
              out.push(rows, [](size_t i) { return "toy:" + std::to_string(i); });
-             CHECK(eventually([&] { return done.load() == 2; }, 15s));  // the source is still running meanwhile
+             CHECK(eventually([&] { return done.load() == 2; }, 45s));  // the source is still running meanwhile
            })
       .op("a", {"src"},
           single([&](const rt::OperatorContext&) { return std::make_unique<Meet>(&a_in, &b_in, &met, &done); }))
@@ -2196,7 +2198,7 @@ TEST_CASE("producers: live, while producers join, promises count up to the wall 
   }
 }
 
-TEST_CASE("producers: a live source sends at most a watermark a millisecond; idle() sends the last, and none is lost") {
+TEST_CASE("producers: a live source sends at most a watermark per 250 us; idle() sends the last, and none is lost") {
   Watch::Seen seen;
   std::atomic<bool> caught_up{false};
   std::atomic<size_t> sent_while_pushing{0};
@@ -2211,15 +2213,15 @@ TEST_CASE("producers: a live source sends at most a watermark a millisecond; idl
            if (i % 100 == 0) rows.push_back({10 * i - 5, i});
            push_as(out, "p", static_cast<uint64_t>(i), 10 * i, rows);
          }
-         auto ms =
-             std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
-         CHECK(ms < 1000);
+         auto us =
+             std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+         CHECK(us < 1'000'000);
          // What was sent has reached the operator (the first batch's watermark is sent at once).
          REQUIRE(eventually([&] { return seen.watermarks.size() >= 1; }, 5s));
          std::this_thread::sleep_for(50ms);
          sent_while_pushing = seen.watermarks.size();
-         // At most one a millisecond (and the first), however many batches came.
-         CHECK(sent_while_pushing.load() <= static_cast<size_t>(ms) + 2);
+         // At most one per 250 us (and the first), however many batches came.
+         CHECK(sent_while_pushing.load() <= static_cast<size_t>(us / 250) + 2);
          caught_up = eventually(
              [&] {
                out.idle();
