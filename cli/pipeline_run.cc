@@ -1,8 +1,9 @@
 #include "cli/pipeline_run.h"
 
-#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <thread>
 
 #include "cli/commands.h"
@@ -69,26 +70,37 @@ int run_engine(runtime::PipelineSpec spec, EngineOptions options, bool replay, b
     std::fprintf(stderr, "metrics: http://%s:%d/metrics\n", flags.metrics_host.c_str(), metrics_server->port());
   }
   Engine engine(std::move(spec), options);
-  std::atomic<bool> done{false};
+  // A signal only sets a flag (stop_requested()), so the watcher polls it;
+  // the end of the run wakes it at once, or every run's exit would wait out
+  // the rest of a poll interval (up to 50 ms).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
   std::thread watcher([&] {
-    while (!done.load()) {
+    std::unique_lock l(mu);
+    while (!cv.wait_for(l, std::chrono::milliseconds(50), [&] { return done; })) {
       if (stop_requested()) {
         engine.stop();
         break;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
+  auto finish_watcher = [&] {
+    {
+      std::lock_guard l(mu);
+      done = true;
+    }
+    cv.notify_one();
+    watcher.join();
+  };
   RunSummary summary;
   try {
     summary = engine.run();
   } catch (...) {
-    done.store(true);
-    watcher.join();
+    finish_watcher();
     throw;
   }
-  done.store(true);
-  watcher.join();
+  finish_watcher();
   if (!quiet) print_summary(summary, replay);
   if (!counters_json.empty()) {
     std::FILE* f = std::fopen(counters_json.c_str(), "w");

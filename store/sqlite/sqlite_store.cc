@@ -10,6 +10,7 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -1245,20 +1246,50 @@ class SqliteMetricRows final : public MetricRows {
           .run();
       i = j;
     }
-    // One block per node (and reason) of the batch, in time order.
-    std::map<std::pair<std::string_view, std::string_view>, std::vector<const GpuSampleRow*>> by_node;
-    for (const auto& g : b.gpu_samples) by_node[{g.sample.node.str(), g.kept_for}].push_back(&g);
-    for (auto& [key, rows] : by_node) {
-      std::stable_sort(rows.begin(), rows.end(), [](const auto* x, const auto* y) { return x->time_ns < y->time_ns; });
+    // One block per node (and reason) of the batch, in time order, the blocks
+    // in the order of (node name, reason). Rows are grouped by the node's
+    // symbol (a batch holds a few hundred groups and a hundred thousand rows;
+    // the rows of one node mostly come together), and only the groups are
+    // sorted by name.
+    struct NodeRows {
+      Symbol node;
+      std::string_view kept_for;
+      std::vector<const GpuSampleRow*> rows;
+    };
+    std::vector<NodeRows> by_node;
+    std::unordered_map<uint32_t, std::vector<size_t>> groups_of;  // node symbol -> by_node indices
+    size_t last = SIZE_MAX;
+    for (const auto& g : b.gpu_samples) {
+      if (last == SIZE_MAX || by_node[last].node != g.sample.node || by_node[last].kept_for != g.kept_for) {
+        last = SIZE_MAX;
+        auto& candidates = groups_of[g.sample.node.id()];
+        for (size_t i : candidates) {
+          if (by_node[i].kept_for == g.kept_for) last = i;
+        }
+        if (last == SIZE_MAX) {
+          last = by_node.size();
+          candidates.push_back(last);
+          by_node.push_back({g.sample.node, g.kept_for, {}});
+        }
+      }
+      by_node[last].rows.push_back(&g);
+    }
+    std::sort(by_node.begin(), by_node.end(), [](const NodeRows& x, const NodeRows& y) {
+      int c = x.node.str().compare(y.node.str());
+      return c != 0 ? c < 0 : x.kept_for < y.kept_for;
+    });
+    auto earlier = [](const GpuSampleRow* x, const GpuSampleRow* y) { return x->time_ns < y->time_ns; };
+    for (auto& [node, kept_for, rows] : by_node) {
+      if (!std::is_sorted(rows.begin(), rows.end(), earlier)) std::stable_sort(rows.begin(), rows.end(), earlier);
       data.clear();
       for (const auto* g : rows) pack_gpu(&data, *g);
       Query(db,
             "INSERT OR IGNORE INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data) "
             "VALUES (?, ?, ?, ?, ?, ?)")
-          .arg_text(key.first)
+          .arg_text(node.str())
           .arg(rows.front()->time_ns)
           .arg(rows.back()->time_ns)
-          .arg_text(key.second)
+          .arg_text(kept_for)
           .arg(static_cast<int64_t>(rows.size()))
           .blob(data)
           .run();
