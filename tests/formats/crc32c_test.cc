@@ -1,6 +1,7 @@
 // connectors/crc32c: the recording frame checksum. Checked against published
 // CRC-32C vectors and against a plain bitwise reference, for every length
-// and alignment the word-at-a-time path distinguishes, and for chaining.
+// and alignment the word-at-a-time path distinguishes, for chaining, and
+// around the lengths where the three-lane path takes over.
 #include "formats/crc32c.h"
 
 #include <doctest/doctest.h>
@@ -72,6 +73,41 @@ TEST_CASE("crc32c: every length and alignment agrees with the bitwise reference,
       if (crc32c(buf.data(), buf.size()) == base) FAIL_CHECK("bit ", bit, " of byte ", i, " undetected");
       buf[i] ^= static_cast<uint8_t>(1u << bit);
     }
+  }
+}
+
+TEST_CASE("crc32c: inputs of three 4 KiB lanes and more agree with the bitwise reference, and chain") {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> buf(5 * 3 * 4096 + 64);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  std::vector<size_t> lengths;
+  for (size_t blocks : {1, 2, 5}) {
+    for (int d = -9; d <= 9; ++d) lengths.push_back(blocks * 3 * 4096 + static_cast<size_t>(d));
+  }
+  for (int i = 0; i < 10; ++i) lengths.push_back(rng() % (buf.size() - 8));
+  for (size_t offset : {0, 3}) {
+    for (size_t len : lengths) {
+      CAPTURE(offset);
+      CAPTURE(len);
+      const uint8_t* p = buf.data() + offset;
+      uint32_t want = reference_crc32c(p, len);
+      CHECK(crc32c(p, len) == want);
+      // Chained from a prefix that is not a whole lane, and into one that is.
+      for (size_t split : {size_t{1}, size_t{4095}, size_t{12288}, len / 2}) {
+        if (split > len) continue;
+        CHECK(crc32c(p + split, len - split, crc32c(p, split)) == want);
+      }
+    }
+  }
+  // A flipped bit in each lane, and at the joins, changes the checksum.
+  const size_t len = 2 * 3 * 4096;
+  const uint32_t base = crc32c(buf.data(), len);
+  for (size_t i : {size_t{0}, size_t{4095}, size_t{4096}, size_t{8191}, size_t{8192}, size_t{12287}, size_t{12288},
+                   len - 1}) {
+    buf[i] ^= 0x10;
+    CHECK(crc32c(buf.data(), len) != base);
+    CHECK(crc32c(buf.data(), len) == reference_crc32c(buf.data(), len));
+    buf[i] ^= 0x10;
   }
 }
 
