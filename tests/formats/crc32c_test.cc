@@ -102,8 +102,8 @@ TEST_CASE("crc32c: inputs of three 4 KiB lanes and more agree with the bitwise r
   // A flipped bit in each lane, and at the joins, changes the checksum.
   const size_t len = 2 * 3 * 4096;
   const uint32_t base = crc32c(buf.data(), len);
-  for (size_t i : {size_t{0}, size_t{4095}, size_t{4096}, size_t{8191}, size_t{8192}, size_t{12287}, size_t{12288},
-                   len - 1}) {
+  for (size_t i :
+       {size_t{0}, size_t{4095}, size_t{4096}, size_t{8191}, size_t{8192}, size_t{12287}, size_t{12288}, len - 1}) {
     buf[i] ^= 0x10;
     CHECK(crc32c(buf.data(), len) != base);
     CHECK(crc32c(buf.data(), len) == reference_crc32c(buf.data(), len));
