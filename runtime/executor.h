@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -238,9 +239,20 @@ class Executor {
     });
   }
 
-  // Rows of the reorder buffer in event-time order; rows before `head` are released.
+  // Rows travel by reference (docs/architecture.md, "How rows move, and
+  // why"): a batch of rows is made once (a source's batch, an operator's
+  // output) and shared, immutable, by every consumer that reads it; a
+  // message carries the batch and the (time, row) references its consumer
+  // takes, in order. A row is large (a GPU sample is 208 bytes): copying it
+  // into a batch per consumer was a tenth of a replay's CPU.
+  using Batch = std::vector<R>;
+  using BatchRef = std::shared_ptr<const Batch>;
+
+  // Rows of the reorder buffer in event-time order; rows before `head` are
+  // released. `batches` keeps what `rows` point into alive.
   struct PendingRun {
-    std::vector<R> rows;
+    std::vector<Ref> rows;
+    std::vector<std::pair<size_t, BatchRef>> batches;  // each from its first row in `rows` to the next's
     size_t head = 0;
     size_t released = 0;  // how far the watermark being handled releases
   };
@@ -254,7 +266,8 @@ class Executor {
     // Watermarks: when the source received the batch this watermark came
     // from (steady clock, ns); 0 when it came from no batch (idle, end of input).
     int64_t arrival_ns = 0;
-    std::vector<R> rows;
+    BatchRef batch;         // what `rows` point into
+    std::vector<Ref> rows;  // in the order sent
     // Rows shed from this message (or in its place), for the consumer's
     // on_shed, with each report's key of the consumer (grouping).
     std::vector<ShedReport<R>> shed;
@@ -655,50 +668,82 @@ class Executor {
   // --- routing -----------------------------------------------------------------
   // Sends `rows` from producer `producer` of `from` to every consumer, each
   // row to the partition that owns its key. Consumes `rows`.
+  //
+  // The rows become one shared batch, and each partition is sent references
+  // to the rows it takes (a partition that takes few of a large batch gets
+  // copies instead, so that it does not hold the whole batch while it holds
+  // them). What every consumer needs of a row (time, kind, priority, weight)
+  // is read once, into a compact array: a source has a consumer per detector
+  // (twenty in the default pipeline), and most take a rare kind or two.
   void route(Node* from, int producer, std::vector<R>& rows) {
     if (rows.empty()) return;
-    bool shed = opts_.overflow == OverflowPolicy::kShed;
-    // A row is copied to every consumer that accepts it but the last one,
-    // which takes it: a kind only one consumer reads is never copied.
+    const bool shed = opts_.overflow == OverflowPolicy::kShed;
+    const size_t n = rows.size();
+    struct Meta {
+      int64_t time;
+      int64_t weight;
+      uint8_t kind;
+      uint8_t priority;
+    };
+    // Local, not cached: delivering may drain a consumer inline, which routes again.
+    std::vector<Meta> meta(n);
     uint32_t kinds = 0;
-    for (const auto& r : rows) kinds |= 1u << RowTraits<R>::kind(r);
-    uint32_t last_of_kind[32] = {};
-    for (size_t ci = 0; ci < from->consumers.size(); ++ci) {
-      uint32_t mask = from->consumers[ci]->accepts & kinds;
-      for (int k = 0; k < 32; ++k) {
-        if (mask & (1u << k)) last_of_kind[k] = static_cast<uint32_t>(ci);
-      }
+    size_t of_kind[33] = {};  // rows per kind, then (prefix sums) where each kind's rows start in by_kind
+    for (size_t i = 0; i < n; ++i) {
+      const R& r = rows[i];
+      const unsigned kind = RowTraits<R>::kind(r);
+      meta[i] = {RowTraits<R>::time_ns(r), RowTraits<R>::weight(r), static_cast<uint8_t>(kind),
+                 static_cast<uint8_t>(RowTraits<R>::priority(r))};
+      kinds |= 1u << kind;
+      ++of_kind[kind + 1];
     }
+    for (int k = 0; k < 32; ++k) of_kind[k + 1] += of_kind[k];
+    std::vector<uint32_t> by_kind(n);
+    {
+      size_t next[32];
+      std::copy(of_kind, of_kind + 32, next);
+      for (size_t i = 0; i < n; ++i) by_kind[next[meta[i].kind]++] = static_cast<uint32_t>(i);
+    }
+    auto batch = std::make_shared<Batch>(std::move(rows));
+    rows = {};
+    const Batch& all = *batch;
     // Each row's slot (partition x lane) of the consumer at hand, found in a
-    // first pass so that every slot's batch is allocated once, at its size.
-    constexpr uint32_t kSkip = UINT32_MAX, kEveryPartition = UINT32_MAX - 1;
-    std::vector<uint32_t> slot_of_row(rows.size());
-    for (size_t ci = 0; ci < from->consumers.size(); ++ci) {
-      Node* to = from->consumers[ci];
-      if (!(to->accepts & kinds)) continue;
+    // first pass so that every slot's references are allocated once, at their size.
+    constexpr uint32_t kEveryPartition = UINT32_MAX;
+    std::vector<uint32_t> slot_of_row(n);
+    std::vector<uint32_t> sel;  // the rows the consumer at hand accepts, in order
+    for (Node* to : from->consumers) {
+      const uint32_t accepted = to->accepts & kinds;
+      if (!accepted) continue;
       const size_t parts = to->parts.size();
       const size_t lanes = shed ? kPriorities : 1;
       const size_t slots = parts * lanes;
-      // Local, not cached: delivering may drain the consumer inline, which routes again.
-      std::vector<std::vector<R>> out(slots);
-      std::vector<size_t> count(slots, 0);
-      std::vector<int64_t> weight(slots, 0);
-      std::vector<int> worst(slots, 0);
-      std::vector<size_t> everywhere(lanes, 0);  // rows without a key (every partition takes them), by lane
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const R& r = rows[i];
-        unsigned kind = RowTraits<R>::kind(r);
-        if (!(to->accepts & (1u << kind))) {
-          slot_of_row[i] = kSkip;
-          continue;
+      sel.clear();
+      size_t taken = 0;
+      for (int k = 0; k < 32; ++k) {
+        if (accepted & (1u << k)) taken += of_kind[k + 1] - of_kind[k];
+      }
+      if (taken * 4 >= n) {
+        for (size_t i = 0; i < n; ++i) {
+          if (accepted & (1u << meta[i].kind)) sel.push_back(static_cast<uint32_t>(i));
         }
-        size_t lane = shed ? static_cast<size_t>(RowTraits<R>::priority(r)) : 0;
+      } else {
+        for (int k = 0; k < 32; ++k) {
+          if (accepted & (1u << k))
+            sel.insert(sel.end(), by_kind.begin() + of_kind[k], by_kind.begin() + of_kind[k + 1]);
+        }
+        if (std::popcount(accepted) > 1) std::sort(sel.begin(), sel.end());
+      }
+      std::vector<size_t> count(slots, 0);
+      std::vector<size_t> everywhere(lanes, 0);  // rows without a key (every partition takes them), by lane
+      for (uint32_t i : sel) {
+        const size_t lane = shed ? meta[i].priority : 0;
         if (parts == 1) {
           slot_of_row[i] = static_cast<uint32_t>(lane);
           ++count[lane];
           continue;
         }
-        std::optional<uint64_t> key = to->def->key(r);
+        std::optional<uint64_t> key = to->def->key(all[i]);
         if (!key) {
           slot_of_row[i] = kEveryPartition;
           ++everywhere[lane];
@@ -708,50 +753,52 @@ class Executor {
         slot_of_row[i] = s;
         ++count[s];
       }
+      std::vector<Msg> out(slots);
       for (size_t s = 0; s < slots; ++s) {
-        size_t n = count[s] + everywhere[s % lanes];
-        if (n) out[s].reserve(n);
+        size_t c = count[s] + everywhere[s % lanes];
+        if (!c) continue;
+        out[s].rows.reserve(c);
+        out[s].batch = batch;
       }
-      for (size_t i = 0; i < rows.size(); ++i) {
+      auto add = [&](Msg& m, uint32_t i) {
+        m.rows.push_back({meta[i].time, &all[i]});
+        m.weight += meta[i].weight;
+        m.priority = std::max(m.priority, static_cast<int>(meta[i].priority));
+      };
+      for (uint32_t i : sel) {
         uint32_t s = slot_of_row[i];
-        if (s == kSkip) continue;
-        R& r = rows[i];
-        const int64_t w = RowTraits<R>::weight(r);
-        const int pr = RowTraits<R>::priority(r);
         if (s == kEveryPartition) {
-          size_t lane = shed ? static_cast<size_t>(pr) : 0;
-          for (size_t p = 0; p < parts; ++p) {
-            size_t ps = p * lanes + lane;
-            out[ps].push_back(r);
-            weight[ps] += w;
-            worst[ps] = std::max(worst[ps], pr);
-          }
+          size_t lane = shed ? meta[i].priority : 0;
+          for (size_t p = 0; p < parts; ++p) add(out[p * lanes + lane], i);
           continue;
         }
-        bool take = last_of_kind[RowTraits<R>::kind(r)] == ci;
-        out[s].push_back(take ? std::move(r) : r);
-        weight[s] += w;
-        worst[s] = std::max(worst[s], pr);
+        add(out[s], i);
       }
       for (size_t p = 0; p < parts; ++p) {
         for (size_t lane = 0; lane < lanes; ++lane) {
-          size_t s = p * lanes + lane;
-          if (out[s].empty()) continue;
-          const int priority = shed ? static_cast<int>(lane) : worst[s];
-          if (shed && weight[s] > opts_.queue_capacity && out[s].size() > 1) {
-            deliver_in_parts(to->parts[p].get(), producer, priority, out[s]);
+          Msg& m = out[p * lanes + lane];
+          if (m.rows.empty()) continue;
+          m.producer = producer;
+          if (shed) m.priority = static_cast<int>(lane);
+          // A few rows of a large batch: copies, so that the batch is not held for them.
+          if (m.rows.size() * 8 < n) own_rows(m);
+          if (shed && m.weight > opts_.queue_capacity && m.rows.size() > 1) {
+            deliver_in_parts(to->parts[p].get(), std::move(m));
             continue;
           }
-          Msg m;
-          m.producer = producer;
-          m.priority = priority;
-          m.weight = weight[s];
-          m.rows = std::move(out[s]);
           deliver(to->parts[p].get(), std::move(m));
         }
       }
     }
-    rows.clear();
+  }
+
+  // Makes `m` hold copies of its rows in a batch of its own.
+  static void own_rows(Msg& m) {
+    auto own = std::make_shared<Batch>();
+    own->reserve(m.rows.size());
+    for (const Ref& r : m.rows) own->push_back(*r.row);
+    for (size_t i = 0; i < m.rows.size(); ++i) m.rows[i].row = &(*own)[i];
+    m.batch = std::move(own);
   }
 
   // `shed`: rows weighing more than a whole queue go as several messages of
@@ -759,25 +806,25 @@ class Executor {
   // each can wait for room: one such message would be shed at once (it can
   // never fit). A live operator that falls behind and then releases many
   // steps in one watermark (a joined step weighs its ranks) sends that much.
-  void deliver_in_parts(Partition* to, int producer, int priority, std::vector<R>& rows) {
+  void deliver_in_parts(Partition* to, Msg whole) {
     size_t begin = 0;
+    const std::vector<Ref>& rows = whole.rows;
     while (begin < rows.size()) {
       Msg m;
-      m.producer = producer;
-      m.priority = priority;
+      m.producer = whole.producer;
+      m.priority = whole.priority;
+      m.batch = whole.batch;
       size_t end = begin;
       while (end < rows.size()) {
-        const int64_t w = RowTraits<R>::weight(rows[end]);
+        const int64_t w = RowTraits<R>::weight(*rows[end].row);
         if (end > begin && m.weight + w > opts_.queue_capacity) break;
         m.weight += w;
         ++end;
       }
-      m.rows.reserve(end - begin);
-      for (size_t i = begin; i < end; ++i) m.rows.push_back(std::move(rows[i]));
+      m.rows.assign(rows.begin() + static_cast<std::ptrdiff_t>(begin), rows.begin() + static_cast<std::ptrdiff_t>(end));
       deliver(to, std::move(m));
       begin = end;
     }
-    rows.clear();
   }
 
   static int64_t steady_ns() {
@@ -918,8 +965,9 @@ class Executor {
           c.queue_rows.fetch_sub(static_cast<uint64_t>(k), std::memory_order_relaxed);
           c.add(c.dropped[worst], it->rows.size());
           // The report takes the dropped message's place in the queue.
-          for (auto& r : it->rows) report_dropped(p, *it, worst, std::move(r));
+          for (const Ref& r : it->rows) report_dropped(p, *it, worst, *r.row);
           it->rows.clear();
+          it->batch.reset();
           it->weight = 0;
           break;
         }
@@ -933,24 +981,25 @@ class Executor {
     int64_t room = std::max<int64_t>(0, cap - in.rows);
     int64_t kept_weight = 0;
     size_t keep = 0;
-    while (keep < m.rows.size() && kept_weight + RowTraits<R>::weight(m.rows[keep]) <= room) {
-      kept_weight += RowTraits<R>::weight(m.rows[keep]);
+    while (keep < m.rows.size() && kept_weight + RowTraits<R>::weight(*m.rows[keep].row) <= room) {
+      kept_weight += RowTraits<R>::weight(*m.rows[keep].row);
       ++keep;
     }
     c.add(c.dropped[m.priority], m.rows.size() - keep);
-    for (size_t i = keep; i < m.rows.size(); ++i) report_dropped(p, m, m.priority, std::move(m.rows[i]));
+    for (size_t i = keep; i < m.rows.size(); ++i) report_dropped(p, m, m.priority, *m.rows[i].row);
     m.rows.resize(keep);
+    if (m.rows.empty()) m.batch.reset();
     m.weight = kept_weight;
   }
 
   // Counts `row`, dropped from (or in place of) `m` on the way to `p`, in
   // m's report of the row's key and priority.
-  static void report_dropped(Partition* p, Msg& m, int priority, R&& row) {
+  static void report_dropped(Partition* p, Msg& m, int priority, const R& row) {
     std::optional<uint64_t> key = p->node->def->key(row);
     int64_t t = RowTraits<R>::time_ns(row);
     uint32_t kind = 1u << RowTraits<R>::kind(row);
     add_report(m,
-               ShedReport<R>{.sample = std::move(row),
+               ShedReport<R>{.sample = row,
                              .priority = priority,
                              .rows = 1,
                              .first_ns = t,
@@ -1058,7 +1107,7 @@ class Executor {
     if (failed_.load(std::memory_order_relaxed)) return;
     if (!m.is_watermark) {
       p->node->counters.add(p->node->counters.in, m.rows.size());
-      add_pending(p, m.rows);
+      add_pending(p, m);
       p->held.store(p->pending_rows, std::memory_order_relaxed);
       if (!m.shed.empty()) report_shed(p, m.shed);
       return;
@@ -1086,14 +1135,15 @@ class Executor {
   }
 
   struct Earlier {  // a function object, so that the sorting loops inline it
-    bool operator()(const R& a, const R& b) const { return RowTraits<R>::time_ns(a) < RowTraits<R>::time_ns(b); }
+    bool operator()(const Ref& a, const Ref& b) const { return a.time < b.time; }
   };
 
   // Adds a message's rows to the reorder buffer as a run sorted by event
   // time (sources and most operators send them in order already). A small
   // message that follows the last run in time joins it, so that many small
   // messages do not make many runs.
-  static void add_pending(Partition* p, std::vector<R>& rows) {
+  static void add_pending(Partition* p, Msg& m) {
+    std::vector<Ref>& rows = m.rows;
     if (rows.empty()) return;
     p->pending_rows += rows.size();
     if (!std::is_sorted(rows.begin(), rows.end(), Earlier{})) std::stable_sort(rows.begin(), rows.end(), Earlier{});
@@ -1101,13 +1151,29 @@ class Executor {
     if (!p->pending.empty()) {
       PendingRun& last = p->pending.back();
       if (rows.size() < kJoinBelow && !Earlier{}(rows.front(), last.rows.back())) {
-        for (auto& r : rows) last.rows.push_back(std::move(r));
-        rows.clear();
+        if (last.batches.empty() || last.batches.back().second != m.batch) {
+          last.batches.push_back({last.rows.size(), std::move(m.batch)});
+        }
+        last.rows.insert(last.rows.end(), rows.begin(), rows.end());
         return;
       }
     }
-    p->pending.push_back(PendingRun{std::move(rows), 0, 0});
-    rows = {};
+    PendingRun run;
+    run.rows = std::move(rows);
+    run.batches.push_back({0, std::move(m.batch)});
+    p->pending.push_back(std::move(run));
+  }
+
+  // Lets go of what a run has released: the batches whose rows are all
+  // before `head`, and, once most of the run is released, those rows.
+  static void trim(PendingRun& run) {
+    size_t gone = 0;  // batches wholly released
+    while (gone + 1 < run.batches.size() && run.batches[gone + 1].first <= run.head) ++gone;
+    if (gone) run.batches.erase(run.batches.begin(), run.batches.begin() + static_cast<std::ptrdiff_t>(gone));
+    if (run.head < 4096 || run.head * 2 < run.rows.size()) return;
+    run.rows.erase(run.rows.begin(), run.rows.begin() + static_cast<std::ptrdiff_t>(run.head));
+    for (auto& b : run.batches) b.first = b.first > run.head ? b.first - run.head : 0;
+    run.head = 0;
   }
 
   // Releases every pending row older than `wm` to the operator in canonical
@@ -1120,10 +1186,10 @@ class Executor {
     p->order.clear();
     for (PendingRun& run : p->pending) {
       auto begin = run.rows.begin() + static_cast<std::ptrdiff_t>(run.head);
-      auto end = wm == kEndOfTime ? run.rows.end() : std::partition_point(begin, run.rows.end(), [wm](const R& r) {
-        return RowTraits<R>::time_ns(r) < wm;
-      });
-      for (auto it = begin; it != end; ++it) p->order.push_back({RowTraits<R>::time_ns(*it), &*it});
+      auto end = wm == kEndOfTime
+                     ? run.rows.end()
+                     : std::partition_point(begin, run.rows.end(), [wm](const Ref& r) { return r.time < wm; });
+      p->order.insert(p->order.end(), begin, end);
       run.released = static_cast<size_t>(end - run.rows.begin());
     }
     canonical_order(p->order, p->scratch, p->runs);
@@ -1141,6 +1207,7 @@ class Executor {
       PendingRun& run = p->pending[i];
       run.head = run.released;
       if (run.head == run.rows.size()) continue;
+      trim(run);
       if (kept != i) p->pending[kept] = std::move(run);
       ++kept;
     }
