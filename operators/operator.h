@@ -28,7 +28,7 @@ using runtime::Role;
 
 // Partition key of a run: a hash of its text, so ownership does not depend
 // on symbol ids.
-inline uint64_t run_key(Symbol run) { return fnv1a(run.str()); }
+inline uint64_t run_key(Symbol run) { return run.text_hash(); }
 
 // The definition of an operator whose state is kept per run: rows are
 // partitioned by run_id, and each partition is an `Op` built from the options

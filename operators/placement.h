@@ -35,7 +35,7 @@ std::string node_gpu_words(Symbol node, std::optional<int32_t> gpu);
 const Step* rank_report(const StepRecord& rec, int32_t rank);
 
 // Partition key of a node (partitioned by node, as gpu and node samples are).
-inline uint64_t node_key(Symbol node) { return fnv1a(node.str()); }
+inline uint64_t node_key(Symbol node) { return node.text_hash(); }
 
 // The run and rank placed on one GPU.
 struct GpuTenant {

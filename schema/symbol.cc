@@ -15,18 +15,32 @@ constexpr uint32_t kChunkBits = 14;
 constexpr uint32_t kChunkSize = 1u << kChunkBits;
 constexpr uint32_t kMaxChunks = 1u << 14;  // 268M symbols
 
+// A symbol's text, its hash, and its first 16 bytes as two big-endian
+// integers (zero-padded): when those differ they order two texts as the
+// bytes do, without reading the texts.
+struct Entry {
+  std::string text;
+  uint64_t hash = 0;
+  uint64_t order[2] = {0, 0};
+};
+
 struct Table {
   std::mutex mu;
   std::unordered_map<std::string_view, uint32_t> ids;
-  std::atomic<std::string*> chunks[kMaxChunks] = {};
+  std::atomic<Entry*> chunks[kMaxChunks] = {};
   uint32_t next = 1;
 
-  Table() { chunks[0].store(new std::string[kChunkSize], std::memory_order_release); }
+  Table() { chunks[0].store(new Entry[kChunkSize], std::memory_order_release); }
 };
 
 Table& table() {
   static Table* t = new Table();  // never destroyed: symbols outlive statics
   return *t;
+}
+
+const Entry& entry(uint32_t id) {
+  const Entry* c = table().chunks[id >> kChunkBits].load(std::memory_order_acquire);
+  return c[id & (kChunkSize - 1)];
 }
 
 // A small per-thread cache in front of the table: decoders intern the same
@@ -61,13 +75,19 @@ Symbol Symbol::intern(std::string_view text) {
     id = t.next;
     uint32_t chunk = id >> kChunkBits;
     if (chunk >= kMaxChunks) throw std::length_error("symbol table full");
-    std::string* c = t.chunks[chunk].load(std::memory_order_relaxed);
+    Entry* c = t.chunks[chunk].load(std::memory_order_relaxed);
     if (c == nullptr) {
-      c = new std::string[kChunkSize];
+      c = new Entry[kChunkSize];
       t.chunks[chunk].store(c, std::memory_order_release);
     }
-    c[id & (kChunkSize - 1)] = std::string(text);
-    t.ids.emplace(std::string_view(c[id & (kChunkSize - 1)]), id);
+    Entry& e = c[id & (kChunkSize - 1)];
+    e.text = std::string(text);
+    e.hash = h;
+    for (size_t i = 0; i < 16; ++i) {
+      uint64_t byte = i < text.size() ? static_cast<unsigned char>(text[i]) : 0;
+      e.order[i / 8] |= byte << (8 * (7 - i % 8));
+    }
+    t.ids.emplace(std::string_view(e.text), id);
     ++t.next;
   }
   slot = {h, id};
@@ -76,13 +96,19 @@ Symbol Symbol::intern(std::string_view text) {
 
 std::string_view Symbol::str() const {
   if (id_ == 0) return {};
-  std::string* c = table().chunks[id_ >> kChunkBits].load(std::memory_order_acquire);
-  return c[id_ & (kChunkSize - 1)];
+  return entry(id_).text;
 }
+
+uint64_t Symbol::text_hash() const { return id_ == 0 ? hash_text({}) : entry(id_).hash; }
 
 int Symbol::compare(Symbol a, Symbol b) {
   if (a.id_ == b.id_) return 0;
-  return a.str().compare(b.str());
+  if (a.id_ == 0 || b.id_ == 0) return a.id_ == 0 ? -1 : 1;  // the empty text sorts first
+  const Entry& x = entry(a.id_);
+  const Entry& y = entry(b.id_);
+  if (x.order[0] != y.order[0]) return x.order[0] < y.order[0] ? -1 : 1;
+  if (x.order[1] != y.order[1]) return x.order[1] < y.order[1] ? -1 : 1;
+  return x.text.compare(y.text);
 }
 
 }  // namespace runlens

@@ -20,12 +20,16 @@ class Symbol {
 
   std::string_view str() const;
   std::string string() const { return std::string(str()); }
+  // FNV-1a 64 of the text (fnv1a(str()) in schema/record.h), computed once
+  // when the symbol is made: what partitions rows by run or node.
+  uint64_t text_hash() const;
   bool empty() const { return id_ == 0; }
   uint32_t id() const { return id_; }
 
   friend bool operator==(Symbol a, Symbol b) { return a.id_ == b.id_; }
   friend bool operator!=(Symbol a, Symbol b) { return a.id_ != b.id_; }
-  // Orders by text, so that it is the same in every process.
+  // Orders by text, so that it is the same in every process. Two symbols
+  // whose first 16 bytes differ compare by two integers kept with their text.
   static int compare(Symbol a, Symbol b);
 
  private:

@@ -453,6 +453,45 @@ TEST_CASE("canonical order: symbols compare by text, not by interning order") {
   CHECK(compare_canonical(ta, tz) < 0);
 }
 
+TEST_CASE("symbols: compare agrees with the texts' byte order, and text_hash is fnv1a of the text") {
+  // Long shared prefixes (the 16 bytes kept as integers decide nothing),
+  // lengths around 16, embedded NULs and bytes above 0x7f (compared unsigned).
+  std::vector<std::string> texts = {"gpu-node-89",
+                                    "gpu-node-9",
+                                    "gpu-node-10",
+                                    "gpu-node-100",
+                                    "a",
+                                    "ab",
+                                    std::string("ab\0", 3),
+                                    std::string("ab\0c", 4),
+                                    "abcdefghijklmnop",
+                                    "abcdefghijklmnopq",
+                                    "abcdefghijklmno",
+                                    "abcdefghijklmnoq",
+                                    "\x80",
+                                    "\x7f",
+                                    "symbol-test-common-prefix-one",
+                                    "symbol-test-common-prefix-two",
+                                    "z"};
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200; ++i) {
+    std::string t;
+    int len = static_cast<int>(rng() % 24);
+    for (int j = 0; j < len; ++j) t.push_back(static_cast<char>("ab\0\xff"[rng() % 4]));
+    texts.push_back(t);
+  }
+  auto sign = [](int c) { return (c > 0) - (c < 0); };
+  for (const auto& x : texts) {
+    Symbol a = Symbol::intern(x);
+    CHECK(a.text_hash() == fnv1a(x));
+    for (const auto& y : texts) {
+      CAPTURE(x);
+      CAPTURE(y);
+      CHECK(sign(Symbol::compare(a, Symbol::intern(y))) == sign(x.compare(y)));
+    }
+  }
+}
+
 // --- content hash: any difference in content changes it -------------------------
 
 void mutate(int32_t& v) { v += 1; }
