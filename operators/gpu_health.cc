@@ -169,15 +169,34 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     bool hot = g.has(Gpu::F::temp_c) && std::isfinite(g.temp_c) && g.temp_c >= o_.temp_threshold_c;
     bool thermal = (tr & (kThrottleSwThermal | kThrottleHwThermal)) || hot;
     bool has_clock = g.has(Gpu::F::sm_clock_mhz) && std::isfinite(g.sm_clock_mhz);
-    double base = has_clock && st.clocks.size() >= kMinClockBaseline ? median(st.clocks, scratch_) : NAN;
+    // The clock baseline, the median of the window before this sample joins
+    // it, is taken only where it is read: for a clock below (1 - clock_drop)
+    // of the window's largest value (the median is no larger), and for an
+    // alert's text. A sample that joins the window is neither throttled nor
+    // slow, so no alert that reads the baseline opens on it.
+    bool base_known = !(has_clock && st.clocks.size() >= kMinClockBaseline);
+    bool joined = false;
+    double base_value = NAN;
+    auto base = [&] {
+      RUNLENS_CHECK(base_known || !joined, "gpu_health read its clock baseline after the sample joined it");
+      if (!base_known) base_value = median(st.clocks, scratch_), base_known = true;
+      return base_value;
+    };
     bool busy = !g.has(Gpu::F::util_pct) || !std::isfinite(g.util_pct) || g.util_pct >= o_.min_util_pct;
-    bool clock_down = has_clock && busy && std::isfinite(base) && g.sm_clock_mhz < (1 - o_.clock_drop) * base;
+    bool clock_down = false;
+    if (has_clock && busy && !base_known) {
+      const double cut = 1 - o_.clock_drop;
+      if (cut < 0 || g.sm_clock_mhz < cut * *std::max_element(st.clocks.begin(), st.clocks.end())) {
+        clock_down = std::isfinite(base()) && g.sm_clock_mhz < cut * base();
+      }
+    }
     bool power = (tr & kThrottleHwPowerBrake) || ((tr & kThrottleHwSlowdown) && !thermal) ||
                  ((tr & kThrottlePowerCap) && clock_down);
     bool clock_low = clock_down && !(tr & kAllThrottle) && !hot;
     if (has_clock && busy && !thermal && !power && !clock_down) {
       st.clocks.push_back(g.sm_clock_mhz);
       while (static_cast<int64_t>(st.clocks.size()) > o_.clock_window) st.clocks.pop_front();
+      joined = true;
     }
     if (g.has(Gpu::F::mem_total_bytes) && g.mem_total_bytes > 0) st.mem_total = g.mem_total_bytes;
     int64_t used = g.has(Gpu::F::mem_used_bytes) ? g.mem_used_bytes : st.reserved;
@@ -194,9 +213,9 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
                                                     : "temperature at or above " + fmt_num(o_.temp_threshold_c) + " C";
       if (g.has(Gpu::F::temp_c)) a.value = g.temp_c;
       a.threshold = o_.temp_threshold_c;
-      a.summary = "THERMAL THROTTLING: " + who(a) + ": " + why + readings(g, base) + " in " +
+      a.summary = "THERMAL THROTTLING: " + who(a) + ": " + why + readings(g, base()) + " in " +
                   std::to_string(st.thermal.hits()) + " of the last " + std::to_string(o_.persist_n) + " samples";
-      add_readings(a, g, base);
+      add_readings(a, g, base());
       st.thermal.raise(std::move(a), out);
     }
     if (Incident::Change c = st.power.observe(seq, power, r.time_ns); c == Incident::Change::kClosed) {
@@ -208,9 +227,9 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
                                                      : "power cap holding the clock down";
       if (g.has(Gpu::F::power_w)) a.value = g.power_w;
       if (g.has(Gpu::F::power_limit_w)) a.threshold = g.power_limit_w;
-      a.summary = "POWER THROTTLING: " + who(a) + ": " + why + readings(g, base) + " in " +
+      a.summary = "POWER THROTTLING: " + who(a) + ": " + why + readings(g, base()) + " in " +
                   std::to_string(st.power.hits()) + " of the last " + std::to_string(o_.persist_n) + " samples";
-      add_readings(a, g, base);
+      add_readings(a, g, base());
       st.power.raise(std::move(a), out);
     }
     if (Incident::Change c = st.clock.observe(seq, clock_low, r.time_ns); c == Incident::Change::kClosed) {
@@ -218,10 +237,10 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kClockLow, Severity::kWarning, r, g.node, g.gpu, st.clock.onset_tag());
       a.value = g.sm_clock_mhz;
-      a.threshold = (1 - o_.clock_drop) * base;
+      a.threshold = (1 - o_.clock_drop) * base();
       a.summary = "GPU CLOCK LOW: " + who(a) + " runs at " + fmt_num(g.sm_clock_mhz) + " MHz against its recent " +
-                  fmt_num(base) + " MHz with no throttle reason reported";
-      add_readings(a, g, base);
+                  fmt_num(base()) + " MHz with no throttle reason reported";
+      add_readings(a, g, base());
       st.clock.raise(std::move(a), out);
     }
     if (Incident::Change c = st.memory.observe(seq, pressure, r.time_ns); c == Incident::Change::kClosed) {
