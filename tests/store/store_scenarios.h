@@ -190,12 +190,12 @@ inline int64_t file_size(const std::string& path) {
 }
 
 // The size of a store with its write-ahead log folded in.
+// The bytes of data a store holds (SQLite's dbstat: the payload of every
+// table and index), whatever its page size and the pages its empty tables take.
 inline int64_t store_bytes(const std::string& db) {
-  {
-    SqliteFile f(db);
-    f.exec("PRAGMA wal_checkpoint(TRUNCATE)");
-  }
-  return file_size(db);
+  SqliteFile f(db);
+  f.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+  return std::stoll(f.rows("SELECT coalesce(sum(payload), 0) FROM dbstat"));
 }
 
 inline json::Value parse_json(const std::string& text) {

@@ -69,8 +69,8 @@ TEST_CASE("retention: the store grows with steps and alerts, not with ranks x st
       CHECK(s.rank_steps == ranks * N);                        // full resolution: the last window only
       CHECK(s.rank_windows == ranks * ((steps + W - 1) / W));  // per-rank summaries per window
       CHECK(f[{ranks, steps}].rank_steps == ranks * steps);
-      MESSAGE(name << ": tiered " << s.bytes / 1024 << " KiB, full resolution " << f[{ranks, steps}].bytes / 1024
-                   << " KiB");
+      MESSAGE(name << ": data held, tiered " << s.bytes / 1024 << " KiB, full resolution "
+                   << f[{ranks, steps}].bytes / 1024 << " KiB");
     }
   }
   // Four times the steps: the tiered store grows about as the steps do...
