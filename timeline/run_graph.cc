@@ -1,10 +1,12 @@
 #include "timeline/run_graph.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -171,13 +173,70 @@ struct RollupKeyHash {
   }
 };
 
+// The GPU rows of a node written last: rows go out in time order per node,
+// so the latest time written and the GPUs written at it tell a row written.
+struct GpuMark {
+  int64_t time = INT64_MIN;
+  std::vector<int32_t> gpus;  // a node's few GPUs: a flat list, no node allocations
+};
+// Per node that sent GPU samples: until when its samples are kept at full
+// resolution (a failure window), and which were written last.
+struct GpuNode {
+  int64_t keep_until = INT64_MIN;
+  GpuMark written;
+};
+// Per GPU: its open rollup bucket of each tier, and its last XID.
+struct GpuTrack {
+  std::vector<store::GpuRollupRow> rollups;  // by tier
+  int64_t last_xid = 0;
+};
+
+// A FIFO in chunks of many elements: the last failure_window_time of GPU
+// samples goes in and out one sample at a time, and std::deque, whose blocks
+// are 512 bytes, allocated and freed a block every third sample.
+template <class T>
+class ChunkedFifo {
+ public:
+  bool empty() const { return size_ == 0; }
+  const T& front() const { return (*chunks_.front())[head_]; }
+  void push_back(const T& v) {
+    size_t at = head_ + size_;
+    if (at == chunks_.size() * kChunk) {
+      if (spare_) {
+        chunks_.push_back(std::move(spare_));
+      } else {
+        chunks_.push_back(std::make_unique<std::array<T, kChunk>>());
+      }
+    }
+    (*chunks_[at / kChunk])[at % kChunk] = v;
+    ++size_;
+  }
+  void pop_front() {
+    --size_;
+    if (++head_ == kChunk) {
+      head_ = 0;
+      spare_ = std::move(chunks_.front());
+      chunks_.pop_front();
+    }
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    for (size_t i = head_; i < head_ + size_; ++i) f((*chunks_[i / kChunk])[i % kChunk]);
+  }
+
+ private:
+  static constexpr size_t kChunk = 1024;
+  std::deque<std::unique_ptr<std::array<T, kChunk>>> chunks_;
+  std::unique_ptr<std::array<T, kChunk>> spare_;  // the chunk emptied last, for the next to fill
+  size_t head_ = 0, size_ = 0;
+};
+
 }  // namespace
 
 class RunGraphBuilder::Impl {
  public:
   Impl(const Options& o, Output* out, Clock clock) : o_(o), out_(out), clock_(std::move(clock)) {
     RUNLENS_CHECK(out_ != nullptr, "a run graph builder needs an output");
-    gpu_rollups_.resize(o_.rollups.size());
     node_rollups_.resize(o_.rollups.size());
     last_commit_ = last_prune_ = clock_();
     last_open_shown_ = last_commit_ - std::chrono::hours(1);  // the first commit shows it
@@ -241,10 +300,10 @@ class RunGraphBuilder::Impl {
     for (auto& [sym, st] : runs_) {
       if (!st.ended) keep_recent(sym, st);
     }
-    for (auto& tier : gpu_rollups_) {
-      for (auto& [k, row] : tier) metrics_.gpu_rollups.push_back(row);
-      tier.clear();
+    for (size_t i = 0; i < o_.rollups.size(); ++i) {
+      for (auto& [k, track] : gpus_) metrics_.gpu_rollups.push_back(track.rollups[i]);
     }
+    gpus_.clear();
     for (auto& tier : node_rollups_) {
       for (auto& [k, row] : tier) metrics_.node_rollups.push_back(row);
       tier.clear();
@@ -754,18 +813,19 @@ class RunGraphBuilder::Impl {
     std::set<uint32_t> wanted;
     for (Symbol n : nodes) {
       wanted.insert(n.id());
-      int64_t& until = gpu_keep_until_[n];
+      int64_t& until = gpu_nodes_[n].keep_until;
       until = std::max(until, t + o_.failure_window_ns);
     }
-    for (const auto& [time, g] : gpu_recent_) {
-      if (time >= t - o_.failure_window_ns && wanted.count(g.node.id())) keep_gpu(time, g, "failure");
-    }
+    gpu_recent_.for_each([&](const std::pair<int64_t, Gpu>& s) {
+      if (s.first >= t - o_.failure_window_ns && wanted.count(s.second.node.id()))
+        keep_gpu(s.first, s.second, "failure");
+    });
   }
 
   // Each GPU row is written once: rows go out in time order per node, so a
   // mark per node (the latest time written, and the GPUs written at it) will do.
-  void keep_gpu(int64_t time, const Gpu& g, const char* why) {
-    GpuMark& m = gpu_written_[g.node];
+  void keep_gpu(int64_t time, const Gpu& g, const char* why) { keep_gpu(gpu_nodes_[g.node].written, time, g, why); }
+  void keep_gpu(GpuMark& m, int64_t time, const Gpu& g, const char* why) {
     if (time < m.time) return;
     if (time > m.time) m.time = time, m.gpus.clear();
     if (std::find(m.gpus.begin(), m.gpus.end(), g.gpu) != m.gpus.end()) return;
@@ -784,9 +844,9 @@ class RunGraphBuilder::Impl {
     }
     std::set<uint32_t> nodes;
     for (const auto& p : st.placement) nodes.insert(p.node.id());
-    for (const auto& [time, g] : gpu_recent_) {
-      if (nodes.count(g.node.id())) keep_gpu(time, g, "recent");
-    }
+    gpu_recent_.for_each([&](const std::pair<int64_t, Gpu>& s) {
+      if (nodes.count(s.second.node.id())) keep_gpu(s.first, s.second, "recent");
+    });
   }
 
   std::vector<Symbol> runs_on(Symbol node, int32_t gpu) {
@@ -803,16 +863,18 @@ class RunGraphBuilder::Impl {
   void on_gpu(const Record& r) {
     const Gpu& g = r.as<Gpu>();
     // Full resolution: inside a failure window, and the last window for everyone.
-    auto keep = gpu_keep_until_.find(g.node);
-    if (keep != gpu_keep_until_.end() && r.time_ns <= keep->second) keep_gpu(r.time_ns, g, "failure");
-    gpu_recent_.emplace_back(r.time_ns, g);
+    GpuNode& node = gpu_nodes_[g.node];
+    if (r.time_ns <= node.keep_until) keep_gpu(node.written, r.time_ns, g, "failure");
+    gpu_recent_.push_back({r.time_ns, g});
     while (!gpu_recent_.empty() && gpu_recent_.front().first < r.time_ns - o_.failure_window_ns)
       gpu_recent_.pop_front();
 
+    GpuTrack& track = gpus_[RollupKey{g.node.id(), g.gpu}];
+    if (track.rollups.size() != o_.rollups.size()) track.rollups.resize(o_.rollups.size());
     for (size_t i = 0; i < o_.rollups.size(); ++i) {
       int64_t res = o_.rollups[i].resolution_ns;
       int64_t bucket = r.time_ns - ((r.time_ns % res) + res) % res;
-      auto& open = gpu_rollups_[i][RollupKey{g.node.id(), g.gpu}];
+      auto& open = track.rollups[i];
       if (open.samples > 0 && open.bucket_ns != bucket) {
         metrics_.gpu_rollups.push_back(open);
         count_row();
@@ -836,7 +898,7 @@ class RunGraphBuilder::Impl {
 
     // An XID on a GPU is an event of the runs placed there (once per value).
     int64_t xid = g.has(Gpu::F::xid) ? g.xid : 0;
-    int64_t& last = last_xid_[RollupKey{g.node.id(), g.gpu}];
+    int64_t& last = track.last_xid;
     if (xid != 0 && xid != last) {
       for (Symbol run : runs_on(g.node, g.gpu)) {
         RunState& st = runs_.at(run);
@@ -902,7 +964,7 @@ class RunGraphBuilder::Impl {
     for (const auto& [sym, st] : runs_) {
       for (const auto& [first, rows] : st.windows) n += static_cast<int64_t>(rows.size());
     }
-    for (const auto& tier : gpu_rollups_) n += static_cast<int64_t>(tier.size());
+    n += static_cast<int64_t>(gpus_.size() * o_.rollups.size());
     for (const auto& tier : node_rollups_) n += static_cast<int64_t>(tier.size());
     return n;
   }
@@ -961,8 +1023,8 @@ class RunGraphBuilder::Impl {
     for (auto& [id, inc] : incidents_) graph_.incidents.push_back(inc);
     incidents_.clear();
     if (show_open) {
-      for (auto& tier : gpu_rollups_) {
-        for (auto& [k, row] : tier) open.gpu_rollups.push_back(row);
+      for (size_t i = 0; i < o_.rollups.size(); ++i) {
+        for (auto& [k, track] : gpus_) open.gpu_rollups.push_back(track.rollups[i]);
       }
       for (auto& tier : node_rollups_) {
         for (auto& [k, row] : tier) open.node_rollups.push_back(row);
@@ -990,15 +1052,9 @@ class RunGraphBuilder::Impl {
   std::unordered_map<Symbol, RunState> runs_;
   std::unordered_map<Symbol, std::vector<std::pair<Symbol, int32_t>>> on_node_of_;  // node -> (run, gpu)
   std::map<std::string, store::IncidentRow> incidents_;                             // changed since the last commit
-  std::deque<std::pair<int64_t, Gpu>> gpu_recent_;                                  // the last failure_window_time
-  std::unordered_map<Symbol, int64_t> gpu_keep_until_;
-  struct GpuMark {
-    int64_t time = INT64_MIN;
-    std::vector<int32_t> gpus;  // a node's few GPUs: a flat list, no node allocations
-  };
-  std::unordered_map<Symbol, GpuMark> gpu_written_;
-  std::unordered_map<RollupKey, int64_t, RollupKeyHash> last_xid_;
-  std::vector<std::unordered_map<RollupKey, store::GpuRollupRow, RollupKeyHash>> gpu_rollups_;  // per tier
+  ChunkedFifo<std::pair<int64_t, Gpu>> gpu_recent_;                                 // the last failure_window_time
+  std::unordered_map<Symbol, GpuNode> gpu_nodes_;
+  std::unordered_map<RollupKey, GpuTrack, RollupKeyHash> gpus_;
   std::vector<std::unordered_map<uint32_t, store::NodeRollupRow>> node_rollups_;
   store::GraphBatch graph_;
   store::MetricBatch metrics_;
