@@ -115,10 +115,15 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
     RunState& st = runs_[rec.run_id];
     if (!st.pending.empty() && st.pending.back().step >= rec.step) return;  // a step seen already
     if (++st.steps <= o_.skip_steps) return;
+    // The record's ranks ascend, as the map's keys do: each is found at the
+    // position after the one before (a hint), not by a search from the root.
+    auto next = st.ranks.begin();
     for (const Step& s : rec.ranks) {
       double w = std::isfinite(s.step_ms) ? straggler_work_ms(s) : NAN;
       if (!(w > 0) || !std::isfinite(w)) continue;
-      auto& ring = st.ranks[s.rank];
+      auto at = st.ranks.try_emplace(next, s.rank);
+      next = std::next(at);
+      auto& ring = at->second;
       ring.push_back({rec.step, std::log(w)});
       while (static_cast<int64_t>(ring.size()) > o_.rank_history) ring.pop_front();
     }
