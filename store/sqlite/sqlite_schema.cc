@@ -490,6 +490,13 @@ ALTER TABLE step_stats ADD COLUMN comm_ms REAL;
 ALTER TABLE step_stats ADD COLUMN data_wait_ms REAL;
 )sql";
 
+// Version 9: GPU sample blocks as columns (gpu_sample_blocks.encoding: 1,
+// the fixed-size records every block of a v8 store holds; 2, columns, what
+// runlens writes from this version: store/sqlite/sqlite_store.cc).
+constexpr const char* kV9 = R"sql(
+ALTER TABLE gpu_sample_blocks ADD COLUMN encoding INTEGER NOT NULL DEFAULT 1;
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& sqlite_migrations() {
@@ -505,6 +512,7 @@ const std::vector<Migration>& sqlite_migrations() {
       {6, "alert revisions (alerts.revision)", kV6},
       {7, "alert ends (alerts.ends_ns)", kV7},
       {8, "step time breakdown (step_stats.forward_ms, backward_ms, optimizer_ms, comm_ms, data_wait_ms)", kV8},
+      {9, "GPU sample blocks as columns (gpu_sample_blocks.encoding)", kV9},
   };
   return migrations;
 }

@@ -2,7 +2,9 @@
 // (tests/store/data/runlens_v1.sql .. runlens_v4.sql, frozen) are
 // upgraded in place, their rows kept and backfilled; version 1 as the code builds it today is still the
 // schema that file was written with; newer or unmigrated stores are refused.
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "formats/jsonl_codec.h"
 #include "store/sqlite/sqlite_schema.h"
@@ -89,7 +91,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -163,7 +165,7 @@ TEST_CASE("migration: a version-2 store opens at version 4, its evaluation rows 
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
     CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
     // The v2 tables were extended, not duplicated: their rows are kept.
     CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
@@ -302,7 +304,7 @@ TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions a
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
     CHECK(f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id") == before_runs);
     CHECK(f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric") == before_scores);
     CHECK(f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version") == before_versions);
@@ -368,7 +370,7 @@ TEST_CASE("migration: a version-4 store opens at version 5, its items without cl
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
     // The rows are as they were, with a NULL clusters_json after them.
     std::string expect;
     for (size_t p = 0, q; (q = before_items.find('\n', p)) != std::string::npos; p = q + 1)
@@ -431,7 +433,7 @@ TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
     // revision 0 (v6), no end (v7).
     CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") ==
           with_column(with_column(before, "0"), "NULL"));
@@ -542,7 +544,7 @@ TEST_CASE("migration: a version-7 store opens at version 8: its steps have no br
   }
   REQUIRE(store::sqlite::schema_version(db) == 7);
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 8);
+  CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
     CHECK(f.rows("SELECT version, description FROM schema_version WHERE version = 8") ==
@@ -576,5 +578,99 @@ TEST_CASE("migration: a version-7 store opens at version 8: its steps have no br
   CHECK(steps[1].stats.optimizer_ms == 90);
   CHECK_FALSE(steps[1].stats.comm_ms);
   CHECK(steps[1].stats.data_wait_ms == 12.25);
+  std::filesystem::remove_all(dir);
+}
+
+// A block of encoding 1 (what a v8 store holds), as the v8 writer packed it:
+// per sample time_ns i64, gpu i32, presence u32, five f64 and four i64 fields.
+std::string encoding1_block(const std::vector<std::tuple<int64_t, int32_t, double, int64_t>>& samples) {
+  std::string out;
+  auto put = [&out](const auto& v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  for (const auto& [t, gpu, temp, xid] : samples) {
+    put(t);
+    put(gpu);
+    put(uint32_t{(1u << 2) | (xid ? 1u << 7 : 0u)});  // temp_c, and xid when set
+    for (double v : {0.0, 0.0, temp, 0.0, 0.0}) put(v);
+    for (int64_t v : {int64_t{0}, int64_t{0}, xid, int64_t{0}}) put(v);
+  }
+  return out;
+}
+
+TEST_CASE(
+    "migration: a version-8 store opens at version 9: its GPU blocks of fixed records still read, new ones are "
+    "columns") {
+  std::string dir = fresh_dir("migrate-v8");
+  std::string db = dir + "/v8.db";
+  { store::sqlite::open(db, store::OpenMode::kReadWrite, 8); }
+  {
+    std::string blob = encoding1_block({{100, 0, 61.5, 0}, {100, 1, 62.5, 79}, {200, 0, 63.5, 0}});
+    std::string hex;
+    for (unsigned char c : blob) {
+      hex += "0123456789abcdef"[c >> 4];
+      hex += "0123456789abcdef"[c & 15];
+    }
+    SqliteFile f(db);
+    f.exec(
+        "INSERT INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data) "
+        "VALUES ('node-8', 100, 200, 'failure', 3, X'" +
+        hex + "')");
+  }
+  store::Store s = store::open_store(url_of(db));
+  CHECK(s.schema_version == 9);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT version, description FROM schema_version WHERE version = 9") ==
+          "9|GPU sample blocks as columns (gpu_sample_blocks.encoding)\n");
+    CHECK(f.rows("SELECT node, encoding FROM gpu_sample_blocks") == "node-8|1\n");
+  }
+  auto old_rows = s.metrics->gpu_samples({"node-8"}, INT64_MIN, INT64_MAX);
+  REQUIRE(old_rows.size() == 3);
+  CHECK(old_rows[1].time_ns == 100);
+  CHECK(old_rows[1].sample.gpu == 1);
+  CHECK(old_rows[1].sample.temp_c == 62.5);
+  CHECK(old_rows[1].sample.has(Gpu::F::xid));
+  CHECK(old_rows[1].sample.xid == 79);
+  CHECK_FALSE(old_rows[0].sample.has(Gpu::F::xid));
+  CHECK_FALSE(old_rows[0].sample.has(Gpu::F::util_pct));
+  CHECK(old_rows[2].kept_for == "failure");
+
+  // New blocks are columns: the same samples read back, presence and all,
+  // fields no sample has taking no room, and samples of mixed presence kept apart.
+  store::MetricBatch mb;
+  auto sample = [](int64_t t, int32_t gpu, double util, std::optional<int64_t> xid) {
+    store::GpuSampleRow r;
+    r.time_ns = t;
+    r.kept_for = "recent";
+    r.sample.node = Symbol::intern("node-9");
+    r.sample.gpu = gpu;
+    r.sample.set_present(Gpu::F::node);
+    r.sample.set_present(Gpu::F::gpu);
+    r.sample.util_pct = util;
+    r.sample.set_present(Gpu::F::util_pct);
+    if (xid) r.sample.xid = *xid, r.sample.set_present(Gpu::F::xid);
+    return r;
+  };
+  mb.gpu_samples = {sample(300, 0, 91.25, std::nullopt), sample(300, 1, 92.5, 48), sample(400, 0, 93.75, std::nullopt)};
+  s.metrics->write(mb);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT node, encoding, samples, length(data) FROM gpu_sample_blocks ORDER BY node") ==
+          "node-8|1|3|264\nnode-9|2|3|" + std::to_string(8 + 3 * (8 + 4 + 4) + 2 * 3 * 8) + "\n");
+  }
+  auto new_rows = s.metrics->gpu_samples({"node-9"}, INT64_MIN, INT64_MAX);
+  REQUIRE(new_rows.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(new_rows[i].time_ns == mb.gpu_samples[i].time_ns);
+    CHECK(new_rows[i].kept_for == "recent");
+    CHECK(new_rows[i].sample == mb.gpu_samples[i].sample);
+  }
+  // A block whose bytes do not hold its samples is refused, not misread.
+  {
+    SqliteFile f(db);
+    f.exec("UPDATE gpu_sample_blocks SET samples = 4 WHERE node = 'node-9'");
+  }
+  CHECK_THROWS_WITH_AS(s.metrics->gpu_samples({"node-9"}, INT64_MIN, INT64_MAX), doctest::Contains("corrupt GPU block"),
+                       store::StoreError);
   std::filesystem::remove_all(dir);
 }
