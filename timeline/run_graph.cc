@@ -810,21 +810,32 @@ class RunGraphBuilder::Impl {
   }
 
   void open_gpu_window(const std::vector<Symbol>& nodes, int64_t t) {
-    std::set<uint32_t> wanted;
     for (Symbol n : nodes) {
-      wanted.insert(n.id());
       int64_t& until = gpu_nodes_[n].keep_until;
       until = std::max(until, t + o_.failure_window_ns);
     }
+    const std::vector<GpuMark*> wanted = marks_of(nodes);
     gpu_recent_.for_each([&](const std::pair<int64_t, Gpu>& s) {
-      if (s.first >= t - o_.failure_window_ns && wanted.count(s.second.node.id()))
-        keep_gpu(s.first, s.second, "failure");
+      const uint32_t id = s.second.node.id();
+      if (s.first >= t - o_.failure_window_ns && id < wanted.size() && wanted[id])
+        keep_gpu(*wanted[id], s.first, s.second, "failure");
     });
+  }
+
+  // The written marks of `nodes` by symbol id (null: not one of them), for a
+  // pass over the last window of GPU samples: an index, not a lookup, a sample.
+  std::vector<GpuMark*> marks_of(const std::vector<Symbol>& nodes) {
+    std::vector<GpuMark*> by_id;
+    for (Symbol n : nodes) {
+      if (n.empty()) continue;
+      if (by_id.size() <= n.id()) by_id.resize(n.id() + 1, nullptr);
+      by_id[n.id()] = &gpu_nodes_[n].written;
+    }
+    return by_id;
   }
 
   // Each GPU row is written once: rows go out in time order per node, so a
   // mark per node (the latest time written, and the GPUs written at it) will do.
-  void keep_gpu(int64_t time, const Gpu& g, const char* why) { keep_gpu(gpu_nodes_[g.node].written, time, g, why); }
   void keep_gpu(GpuMark& m, int64_t time, const Gpu& g, const char* why) {
     if (time < m.time) return;
     if (time > m.time) m.time = time, m.gpus.clear();
@@ -842,10 +853,12 @@ class RunGraphBuilder::Impl {
         if (rec->step > *st.latest_step - o_.failure_window_steps) rank_rows(st, *rec, rec->first_time_ns, "recent");
       }
     }
-    std::set<uint32_t> nodes;
-    for (const auto& p : st.placement) nodes.insert(p.node.id());
+    std::vector<Symbol> nodes;
+    for (const auto& p : st.placement) nodes.push_back(p.node);
+    const std::vector<GpuMark*> wanted = marks_of(nodes);
     gpu_recent_.for_each([&](const std::pair<int64_t, Gpu>& s) {
-      if (nodes.count(s.second.node.id())) keep_gpu(s.first, s.second, "recent");
+      const uint32_t id = s.second.node.id();
+      if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], s.first, s.second, "recent");
     });
   }
 
