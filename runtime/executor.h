@@ -432,14 +432,14 @@ class Executor {
         if (progress->final) producers_.erase(producers_.find(progress->producer));
       }
       watermark_ = std::max(watermark_, candidate());
-      order(rows);
+      const std::vector<uint32_t>* canonical = order(rows);
       if (late) {
         node_->counters.add(node_->counters.late, late);
         node_->counters.add(node_->counters.dead_lettered, late);
       }
       node_->counters.add(node_->counters.in, rows.size() + late);
       node_->counters.add(node_->counters.out, rows.size());
-      ex_->route(node_, node_->producer_base, rows);
+      ex_->route(node_, node_->producer_base, rows, canonical);
       publish_watermark(now, steady_ns(), /*force=*/false);
     }
 
@@ -596,24 +596,25 @@ class Executor {
 
     // Puts a batch into canonical order, once here rather than in every
     // consumer: a consumer's reorder buffer then holds ordered runs, which it
-    // checks rather than sorts. (Late rows were dead-lettered with their
+    // checks rather than sorts. The rows stay where they are: what comes back
+    // is the order to send them in (null: as they are), which route() follows
+    // when it hands out references. (Late rows were dead-lettered with their
     // position before this: `where` indexes the batch as pushed.)
-    void order(std::vector<R>& rows) {
+    const std::vector<uint32_t>* order(const std::vector<R>& rows) {
       refs_.clear();
       for (const auto& r : rows) refs_.push_back({RowTraits<R>::time_ns(r), &r});
       canonical_order(refs_, scratch_, runs_);
       bool moved = false;
       for (size_t i = 0; i < refs_.size() && !moved; ++i) moved = refs_[i].row != &rows[i];
-      if (!moved) return;
-      sorted_.clear();
-      sorted_.reserve(rows.size());
-      for (const Ref& ref : refs_) sorted_.push_back(std::move(*const_cast<R*>(ref.row)));
-      rows.swap(sorted_);
+      if (!moved) return nullptr;
+      permutation_.clear();
+      for (const Ref& ref : refs_) permutation_.push_back(static_cast<uint32_t>(ref.row - rows.data()));
+      return &permutation_;
     }
 
     std::vector<Ref> refs_, scratch_;
     std::vector<size_t> runs_;
-    std::vector<R> sorted_;
+    std::vector<uint32_t> permutation_;
     Executor* ex_;
     Node* node_;
     bool live_;
@@ -675,24 +676,26 @@ class Executor {
   // them). What every consumer needs of a row (time, kind, priority, weight)
   // is read once, into a compact array: a source has a consumer per detector
   // (twenty in the default pipeline), and most take a rare kind or two.
-  void route(Node* from, int producer, std::vector<R>& rows) {
+  void route(Node* from, int producer, std::vector<R>& rows, const std::vector<uint32_t>* order = nullptr) {
     if (rows.empty()) return;
     const bool shed = opts_.overflow == OverflowPolicy::kShed;
     const size_t n = rows.size();
     struct Meta {
       int64_t time;
       int64_t weight;
+      const R* row;
       uint8_t kind;
       uint8_t priority;
     };
-    // Local, not cached: delivering may drain a consumer inline, which routes again.
+    // Local, not cached: delivering may drain a consumer inline, which routes
+    // again. meta[i] is the i-th row to send (of `order`, when given).
     std::vector<Meta> meta(n);
     uint32_t kinds = 0;
     size_t of_kind[33] = {};  // rows per kind, then (prefix sums) where each kind's rows start in by_kind
     for (size_t i = 0; i < n; ++i) {
-      const R& r = rows[i];
+      const R& r = rows[order ? (*order)[i] : i];
       const unsigned kind = RowTraits<R>::kind(r);
-      meta[i] = {RowTraits<R>::time_ns(r), RowTraits<R>::weight(r), static_cast<uint8_t>(kind),
+      meta[i] = {RowTraits<R>::time_ns(r), RowTraits<R>::weight(r), nullptr, static_cast<uint8_t>(kind),
                  static_cast<uint8_t>(RowTraits<R>::priority(r))};
       kinds |= 1u << kind;
       ++of_kind[kind + 1];
@@ -706,7 +709,7 @@ class Executor {
     }
     auto batch = std::make_shared<Batch>(std::move(rows));
     rows = {};
-    const Batch& all = *batch;
+    for (size_t i = 0; i < n; ++i) meta[i].row = &(*batch)[order ? (*order)[i] : i];
     // Each row's slot (partition x lane) of the consumer at hand, found in a
     // first pass so that every slot's references are allocated once, at their size.
     constexpr uint32_t kEveryPartition = UINT32_MAX;
@@ -743,7 +746,7 @@ class Executor {
           ++count[lane];
           continue;
         }
-        std::optional<uint64_t> key = to->def->key(all[i]);
+        std::optional<uint64_t> key = to->def->key(*meta[i].row);
         if (!key) {
           slot_of_row[i] = kEveryPartition;
           ++everywhere[lane];
@@ -761,7 +764,7 @@ class Executor {
         out[s].batch = batch;
       }
       auto add = [&](Msg& m, uint32_t i) {
-        m.rows.push_back({meta[i].time, &all[i]});
+        m.rows.push_back({meta[i].time, meta[i].row});
         m.weight += meta[i].weight;
         m.priority = std::max(m.priority, static_cast<int>(meta[i].priority));
       };

@@ -68,16 +68,20 @@ class FileSource final : public runtime::SourceDef<Record> {
       inputs.push_back(std::move(in));
     }
     std::vector<Record> rows;
-    std::vector<std::pair<size_t, uint64_t>> where_from;  // (input, position) per row
+    // Where each row of `rows` came from: its position in its input, and the
+    // input (input_of empty: every row is of input `only_input`).
+    std::vector<uint64_t> position_of;
+    std::vector<uint32_t> input_of;
+    size_t only_input = 0;
     auto started = std::chrono::steady_clock::now();
     auto last_draw = started;
     uint64_t total_rows = 0;
     int64_t first_event = runtime::kBeginningOfTime;
     auto where = [&](size_t i) {
       // A telemetry_gap event the ledger added has no position of its own: the batch's last row's.
-      if (i >= where_from.size()) i = where_from.size() - 1;
-      return where_from.empty() ? std::string()
-                                : inputs[where_from[i].first].reader->describe_position(where_from[i].second);
+      if (position_of.empty()) return std::string();
+      if (i >= position_of.size()) i = position_of.size() - 1;
+      return inputs[input_of.empty() ? only_input : input_of[i]].reader->describe_position(position_of[i]);
     };
     // Sends `rows` (with the progress of the batch they are, when they are one).
     auto send = [&](const ProgressSegment* seg) {
@@ -94,20 +98,36 @@ class FileSource final : public runtime::SourceDef<Record> {
         out.push(rows, where, seg ? &progress : nullptr);
       }
       rows.clear();
-      where_from.clear();
+      position_of.clear();
+      input_of.clear();
     };
-    // Moves the rows [in.next, end) of input k to `rows`.
+    // Moves the rows [in.next, end) of input k to `rows`: a whole batch read
+    // by swapping the vectors (a row is large: moving each was a copy of
+    // every byte read), a part row by row.
     auto take = [&](Input& in, size_t k, size_t end) {
+      if (rows.empty() && in.next == 0 && end == in.rows.size() && in.segments.empty()) {
+        rows.swap(in.rows);
+        position_of.swap(in.positions);
+        input_of.clear();
+        only_input = k;
+        in.rows.clear();
+        in.positions.clear();
+        in.next = 0;
+        return;
+      }
+      if (input_of.size() < position_of.size()) input_of.resize(position_of.size(), static_cast<uint32_t>(only_input));
       for (size_t i = in.next; i < end; ++i) {
         rows.push_back(std::move(in.rows[i]));
-        where_from.push_back({k, in.positions[i]});
+        position_of.push_back(in.positions[i]);
+        input_of.push_back(static_cast<uint32_t>(k));
       }
       in.next = end;
     };
     for (;;) {
       if (out.stopping()) break;
       rows.clear();
-      where_from.clear();
+      position_of.clear();
+      input_of.clear();
       if (inputs.size() == 1) {
         // One file: pass its batches through as they are; a batch with
         // producer progress is pushed alone, with its progress, as live.
@@ -183,6 +203,9 @@ class FileSource final : public runtime::SourceDef<Record> {
       in.segments.clear();
       in.next = 0;
       in.segment = 0;
+      // Room for a batch up front (a batch taken whole leaves this vector
+      // without its storage): growing it would move every row read so far.
+      in.rows.reserve(std::min<size_t>(o_.batch_size, 65536));
       uint64_t dead_before = in.reader->dead_lettered();
       in.eof =
           !in.reader->next(&in.rows, &in.positions, o_.batch_size, out.dead_letters(), out.node_id(), &in.segments);
