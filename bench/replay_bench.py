@@ -126,9 +126,14 @@ def main():
         print("input: %s, %d events, %.0f MiB" % (f, events, os.path.getsize(f) / 2**20))
     configs = [(b, f, p, t) for f in inputs for p in a.pipelines for t in a.threads for b in binaries]
     runs = {c: [] for c in configs}
+    # Each build replays into a store of its own: builds of different schema
+    # versions cannot share one (an older build refuses a newer store).
+    outdirs = {b: outdir if len(binaries) == 1 else "%s-%d" % (outdir, i) for i, b in enumerate(binaries)}
+    for d in outdirs.values():
+        os.makedirs(d, exist_ok=True)
     for _ in range(a.repeat):
         for b, f, p, t in configs:
-            runs[(b, f, p, t)].append(replay_once(b, f, t, outdir, None if p == "default" else p))
+            runs[(b, f, p, t)].append(replay_once(b, f, t, outdirs[b], None if p == "default" else p))
     base = None
     for b, f, p, t in configs:
         secs = statistics.median(r[0] for r in runs[(b, f, p, t)])
