@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "schema/record.h"  // fnv1a: the one FNV-1a of the schema
+
 namespace runlens {
 namespace {
 
@@ -51,17 +53,11 @@ struct CacheEntry {
 };
 thread_local CacheEntry tl_cache[256];
 
-uint64_t hash_text(std::string_view s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-
 }  // namespace
 
 Symbol Symbol::intern(std::string_view text) {
   if (text.empty()) return Symbol();
-  uint64_t h = hash_text(text);
+  uint64_t h = fnv1a(text);
   CacheEntry& slot = tl_cache[h & 255];
   if (slot.id != 0 && slot.hash == h && Symbol(slot.id).str() == text) return Symbol(slot.id);
 
@@ -99,7 +95,7 @@ std::string_view Symbol::str() const {
   return entry(id_).text;
 }
 
-uint64_t Symbol::text_hash() const { return id_ == 0 ? hash_text({}) : entry(id_).hash; }
+uint64_t Symbol::text_hash() const { return id_ == 0 ? fnv1a({}) : entry(id_).hash; }
 
 int Symbol::compare(Symbol a, Symbol b) {
   if (a.id_ == b.id_) return 0;

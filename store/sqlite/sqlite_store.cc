@@ -258,14 +258,14 @@ std::shared_ptr<Db> open_db(const std::string& path, OpenMode mode, int target_v
   }
   auto db = std::make_shared<Db>(path, mode);
   if (mode == OpenMode::kReadWrite) {
-    // WAL: one writer, many readers that never block on it. NORMAL sync is
-    // durable across application crashes and cheap per commit.
     // 16 KiB pages for a new store (an existing one keeps its own: SQLite
     // sets the page size when the file is first written): a block of a node's
     // GPU samples (about 6 KB) then fits a page instead of a chain of
     // overflow pages (docs/performance.md: a replay of a 1024-GPU run, 7 %
     // less CPU).
     db->exec("PRAGMA page_size = 16384");
+    // WAL: one writer, many readers that never block on it. NORMAL sync is
+    // durable across application crashes and cheap per commit.
     db->exec("PRAGMA journal_mode = WAL");
     db->exec("PRAGMA synchronous = NORMAL");
     // Checkpoint the log into the database every 16 MiB of it rather than
@@ -277,7 +277,6 @@ std::shared_ptr<Db> open_db(const std::string& path, OpenMode mode, int target_v
       const int64_t page_size = pages.next() ? std::max<int64_t>(512, pages.i64(0)) : 4096;
       db->exec(("PRAGMA wal_autocheckpoint = " + std::to_string((int64_t{16} << 20) / page_size)).c_str());
     }
-    migrate(*db, target_version);
     migrate(*db, target_version);
   } else {
     int v = read_version(*db);
@@ -451,7 +450,9 @@ void pack_gpu_columns(std::string* out, const std::vector<const GpuSampleRow*>& 
 // The samples of a block of encoding 2; false when its bytes do not hold n samples.
 bool unpack_gpu_columns(std::string_view data, int64_t n, Symbol node, const std::string& kept_for,
                         std::vector<GpuSampleRow>* out) {
-  if (n < 0 || data.size() < 8) return false;
+  // A sample takes at least 12 bytes: a count past the bytes is corrupt (and
+  // must not size anything).
+  if (n < 0 || static_cast<uint64_t>(n) > data.size() || data.size() < 8) return false;
   const char* p = data.data();
   const auto any = take<uint32_t>(p);
   const auto flags = take<uint32_t>(p);

@@ -3,7 +3,7 @@
 // sqlite_store.cc compiles in (docs/storage.md, "Versioned schema"). A new
 // store is then made in one transaction from these statements instead of
 // replaying every migration: each ALTER TABLE of the history made SQLite
-// parse the whole schema again, about 25 ms of every replay's start-up.
+// parse the whole schema again, 20-30 ms of every replay's start-up.
 // tests/store/migration_test.cc checks that both ways give the same schema.
 //
 //   fresh_schema_gen OUT.h
