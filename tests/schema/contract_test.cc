@@ -10,9 +10,11 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "formats/capnp_codec.h"
@@ -490,6 +492,35 @@ TEST_CASE("symbols: compare agrees with the texts' byte order, and text_hash is 
       CHECK(sign(Symbol::compare(a, Symbol::intern(y))) == sign(x.compare(y)));
     }
   }
+}
+
+TEST_CASE("symbols: interning through the per-thread cache gives each text its one symbol") {
+  // Thousands of texts that differ only in their last bytes (a fleet's node
+  // names), more than the cache holds, so that texts share cache sets and
+  // evict each other; then again in another order, and on another thread.
+  std::vector<std::string> texts;
+  for (int i = 0; i < 5000; ++i) texts.push_back("cache-test-node-" + std::to_string(i));
+  for (int i = 0; i < 8; ++i) texts.push_back(std::string("c") + std::string(static_cast<size_t>(i), '\0'));
+  std::vector<Symbol> first;
+  for (const auto& t : texts) first.push_back(Symbol::intern(t));
+  std::set<uint32_t> ids;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    CHECK(first[i].str() == texts[i]);
+    ids.insert(first[i].id());
+  }
+  CHECK(ids.size() == texts.size());
+  std::mt19937 rng(5);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<size_t> order(texts.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i : order) REQUIRE(Symbol::intern(texts[i]) == first[i]);
+  }
+  std::vector<Symbol> other(texts.size());
+  std::thread([&] {
+    for (size_t i = texts.size(); i-- > 0;) other[i] = Symbol::intern(texts[i]);
+  }).join();
+  CHECK(other == first);
 }
 
 // --- content hash: any difference in content changes it -------------------------
