@@ -69,6 +69,10 @@ struct CounterState {
 struct GpuState {
   int64_t samples = 0;
   std::deque<double> clocks;  // recent busy, unthrottled clocks: the baseline
+  // The largest of `clocks` and how many hold it (0: not known, worked out
+  // when next read). Not state: made again from `clocks` after a restore.
+  double clock_max = 0;
+  int64_t clock_max_count = 0;
   Incident thermal, power, clock, memory;
   int64_t last_xid = 0;
   std::map<int64_t, int64_t> xid_seen;  // code -> event time it was last seen
@@ -158,6 +162,27 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     }
   }
 
+  // The window's largest clock, read on every busy sample: kept as samples
+  // join and leave, and counted again only when the last sample holding it
+  // has left (a GPU's clock mostly sits at one value).
+  static double largest_clock(GpuState& st) {
+    if (st.clock_max_count == 0 && !st.clocks.empty()) {
+      st.clock_max = *std::max_element(st.clocks.begin(), st.clocks.end());
+      st.clock_max_count = std::count(st.clocks.begin(), st.clocks.end(), st.clock_max);
+    }
+    return st.clock_max;
+  }
+  static void add_clock(GpuState& st, double v) {
+    st.clocks.push_back(v);
+    if (st.clock_max_count == 0) return;  // not known: counted when read
+    if (v > st.clock_max) {
+      st.clock_max = v;
+      st.clock_max_count = 1;
+    } else if (v == st.clock_max) {
+      ++st.clock_max_count;
+    }
+  }
+
   void on_sample(const Record& r, Emitter& out) {
     const Gpu& g = r.as<Gpu>();
     GpuState& st = gpus_[gpu_id(g.node, g.gpu)];
@@ -186,7 +211,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     bool clock_down = false;
     if (has_clock && busy && !base_known) {
       const double cut = 1 - o_.clock_drop;
-      if (cut < 0 || g.sm_clock_mhz < cut * *std::max_element(st.clocks.begin(), st.clocks.end())) {
+      if (cut < 0 || g.sm_clock_mhz < cut * largest_clock(st)) {
         clock_down = std::isfinite(base()) && g.sm_clock_mhz < cut * base();
       }
     }
@@ -194,8 +219,11 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
                  ((tr & kThrottlePowerCap) && clock_down);
     bool clock_low = clock_down && !(tr & kAllThrottle) && !hot;
     if (has_clock && busy && !thermal && !power && !clock_down) {
-      st.clocks.push_back(g.sm_clock_mhz);
-      while (static_cast<int64_t>(st.clocks.size()) > o_.clock_window) st.clocks.pop_front();
+      add_clock(st, g.sm_clock_mhz);
+      while (static_cast<int64_t>(st.clocks.size()) > o_.clock_window) {
+        if (st.clocks.front() == st.clock_max && st.clock_max_count > 0) --st.clock_max_count;
+        st.clocks.pop_front();
+      }
       joined = true;
     }
     if (g.has(Gpu::F::mem_total_bytes) && g.mem_total_bytes > 0) st.mem_total = g.mem_total_bytes;
