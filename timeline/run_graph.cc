@@ -765,6 +765,11 @@ class RunGraphBuilder::Impl {
   }
 
   void rank_rows(RunState& st, const StepRecord& rec, int64_t t, const char* why) {
+    // A step's ranks at once, and a failure window's steps one after another:
+    // room for what a commit can take, not regrown step by step.
+    if (metrics_.rank_steps.capacity() == 0)
+      metrics_.rank_steps.reserve(
+          static_cast<size_t>(std::max<int64_t>(static_cast<int64_t>(rec.ranks.size()), o_.commit_rows - pending_)));
     for (size_t i = 0; i < rec.ranks.size(); ++i) {
       const Step& s = rec.ranks[i];
       store::RankStepRow row;
@@ -841,6 +846,10 @@ class RunGraphBuilder::Impl {
     if (time > m.time) m.time = time, m.gpus.clear();
     if (std::find(m.gpus.begin(), m.gpus.end(), g.gpu) != m.gpus.end()) return;
     m.gpus.push_back(g.gpu);
+    // Kept rows come in bursts (a failure window opening keeps hundreds of
+    // thousands): room for all a commit can take, not regrown row by row.
+    if (metrics_.gpu_samples.capacity() == 0)
+      metrics_.gpu_samples.reserve(static_cast<size_t>(std::max<int64_t>(1, o_.commit_rows - pending_)));
     metrics_.gpu_samples.push_back({time, g, why});
     count_row();
     if (pending_ >= o_.commit_rows) commit(false);
