@@ -25,6 +25,7 @@
 #include "formats/jsonl_codec.h"
 #include "sqlite_fresh_schema.h"
 #include "store/sqlite/sqlite_schema.h"
+#include "store/sqlite/wal_checkpointer.h"
 #include "store/store.h"
 
 namespace runlens::store {
@@ -50,6 +51,7 @@ class Db {
     sqlite3_extended_result_codes(db_, 1);
   }
   ~Db() {
+    checkpointer_.reset();  // before the close, which checkpoints what is left
     for (auto& [sql, list] : cache_) {
       for (auto& [st, busy] : list) sqlite3_finalize(st);
     }
@@ -101,9 +103,14 @@ class Db {
     throw StoreError("store " + path_ + ": " + what + ": " + sqlite3_errmsg(db_));
   }
 
+  // Checkpoints the log on a thread of its own from now on (the writing
+  // connection of a store in WAL mode).
+  void checkpoint_in_background() { checkpointer_ = std::make_unique<sqlite::WalCheckpointer>(db_, path_); }
+
  private:
   std::string path_;
   sqlite3* db_ = nullptr;
+  std::unique_ptr<sqlite::WalCheckpointer> checkpointer_;
   // By the address of the SQL text (a literal or a static string): (statement, in use).
   std::unordered_map<const char*, std::vector<std::pair<sqlite3_stmt*, bool>>> cache_;
 };
@@ -268,14 +275,13 @@ std::shared_ptr<Db> open_db(const std::string& path, OpenMode mode, int target_v
     // durable across application crashes and cheap per commit.
     db->exec("PRAGMA journal_mode = WAL");
     db->exec("PRAGMA synchronous = NORMAL");
-    // Checkpoint the log into the database every 16 MiB of it rather than
-    // SQLite's 1000 pages: pages that commit after commit rewrites (rollups,
-    // window summaries) are copied fewer times, and what is left for the
-    // checkpoint at close (on the exit path of a replay) stays small.
+    // The log is checkpointed on a thread of its own (store/sqlite/
+    // wal_checkpointer.h): the writer never waits for the copy and its
+    // fsyncs, and what is left for the checkpoint at close (on the exit path
+    // of a replay) stays small. An in-memory store has no log.
     {
-      Query pages(*db, "PRAGMA page_size");
-      const int64_t page_size = pages.next() ? std::max<int64_t>(512, pages.i64(0)) : 4096;
-      db->exec(("PRAGMA wal_autocheckpoint = " + std::to_string((int64_t{16} << 20) / page_size)).c_str());
+      Query mode(*db, "PRAGMA journal_mode");
+      if (mode.next() && mode.text(0) == "wal") db->checkpoint_in_background();
     }
     migrate(*db, target_version);
   } else {
