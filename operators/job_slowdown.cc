@@ -225,21 +225,11 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
     for (const Step& s : rec.ranks) {
       auto it = st.ranks.find(s.rank);
       if (it == st.ranks.end() || it->second.empty() || it->second.back().step != rec.step) continue;
-      pre_.clear();
-      post_.clear();
-      for (const Point& p : it->second) (p.step >= onset ? post_ : pre_).push_back(p.v);
-      // Its own baseline: at most the last baseline_steps before the change point.
-      if (static_cast<int64_t>(pre_.size()) > o_.baseline_steps)
-        pre_.erase(pre_.begin(), pre_.end() - o_.baseline_steps);
-      if (pre_.size() < kMinRankBaseline || post_.size() < kMinRankAfter) continue;
+      if (!split_at(it->second, onset)) continue;
       Own o;
       o.rank = s.rank;
       o.before = median_in_place(pre_);
-      for (double& x : pre_) x = std::abs(x - o.before);
-      double sigma = std::max(kMinSigma, 1.4826 * median_in_place(pre_));
       o.after = median_in_place(post_);
-      // The standard error of a difference of two medians (1.2533 sigma / sqrt(n) each).
-      o.se = 1.2533 * sigma * std::sqrt(1.0 / double(post_.size()) + 1.0 / double(pre_.size()));
       own_.push_back(o);
     }
     std::vector<Own> changed;
@@ -249,12 +239,31 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
     const double median_level = median_in_place(levels_);
     const double min_change = std::log1p(o_.min_rank_change);
     const double straggler = std::log(o_.straggler_ratio);
-    for (const Own& o : own_) {
+    for (Own& o : own_) {
       if (o.after - median_level >= straggler) continue;  // the straggler operator's
       double d = o.after - o.before;
-      if (d >= min_change && d >= o_.rank_sigmas * o.se) changed.push_back(o);
+      if (d < min_change) continue;
+      // Its noise, only for a rank that rose enough to need it (most do not):
+      // the baseline's median absolute deviation.
+      split_at(st.ranks.find(o.rank)->second, onset);
+      for (double& x : pre_) x = std::abs(x - o.before);
+      double sigma = std::max(kMinSigma, 1.4826 * median_in_place(pre_));
+      // The standard error of a difference of two medians (1.2533 sigma / sqrt(n) each).
+      o.se = 1.2533 * sigma * std::sqrt(1.0 / double(post_.size()) + 1.0 / double(pre_.size()));
+      if (d >= o_.rank_sigmas * o.se) changed.push_back(o);
     }
     return changed;
+  }
+
+  // A rank's ring split at `onset` into pre_ (its own baseline: at most the
+  // last baseline_steps before the change point) and post_; false when
+  // either is too short to judge the rank.
+  bool split_at(const std::deque<Point>& ring, int64_t onset) {
+    pre_.clear();
+    post_.clear();
+    for (const Point& p : ring) (p.step >= onset ? post_ : pre_).push_back(p.v);
+    if (static_cast<int64_t>(pre_.size()) > o_.baseline_steps) pre_.erase(pre_.begin(), pre_.end() - o_.baseline_steps);
+    return pre_.size() >= kMinRankBaseline && post_.size() >= kMinRankAfter;
   }
 
   // The node every changed rank runs on, when the run spans several nodes; else empty.
