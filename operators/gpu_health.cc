@@ -73,6 +73,11 @@ struct GpuState {
   // when next read). Not state: made again from `clocks` after a restore.
   double clock_max = 0;
   int64_t clock_max_count = 0;
+  // Bit i: incident i (thermal, power, clock, memory) has hits in its window
+  // or is open. Observing no hit on one without is a no-op, skipped without
+  // reading it (four incidents are most of this state's cache lines). Not
+  // state: every bit is set after a restore, and cleared by the next sample.
+  uint8_t stirred = 0xF;
   Incident thermal, power, clock, memory;
   int64_t last_xid = 0;
   std::map<int64_t, int64_t> xid_seen;  // code -> event time it was last seen
@@ -117,6 +122,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
   template <class Io>
   void state_fields(Io& io) {
     io(placement_, gpus_, steps_);
+    if constexpr (runtime::state::kReading<Io>) index_.clear();
   }
 
   void process(const Record& r, Emitter& out) override {
@@ -145,6 +151,24 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
  private:
   static GpuKey gpu_id(Symbol node, int32_t gpu) { return GpuKey{node, gpu}; }
 
+  // The state of a node's GPU, found through an index by the node's symbol id
+  // and GPU (every sample looks one up; a hash lookup was two cache misses).
+  // gpus_ never erases, and its elements never move: the index holds
+  // pointers, and is dropped when a snapshot is restored.
+  GpuState& state_of(Symbol node, int32_t gpu) {
+    const uint32_t id = node.id();
+    const int32_t slot = gpu + 1;  // -1: the node itself
+    if (id >= kIndexedNodes || slot < 0 || slot >= kIndexedGpus) return gpus_[gpu_id(node, gpu)];
+    if (id >= index_.size()) index_.resize(id + 1);
+    auto& gpus = index_[id];
+    if (static_cast<size_t>(slot) >= gpus.size()) gpus.resize(static_cast<size_t>(slot) + 1, nullptr);
+    GpuState*& p = gpus[static_cast<size_t>(slot)];
+    if (p == nullptr) p = &gpus_[gpu_id(node, gpu)];
+    return *p;
+  }
+  static constexpr uint32_t kIndexedNodes = 1u << 16;  // symbol ids indexed; later ones are looked up
+  static constexpr int32_t kIndexedGpus = 65;
+
   void on_step(const StepRecord& rec) {
     const RunInfo* info = placement_.run(rec.run_id);
     if (!info) return;
@@ -157,9 +181,21 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
         const Step* st = rank_report(rec, rank);
         const RankPlacement* p = info->place(rank);
         if (!st || !p || p->gpu < 0 || !st->has(Step::F::mem_reserved_bytes)) continue;
-        gpus_[gpu_id(node, p->gpu)].reserved = st->mem_reserved_bytes;
+        state_of(node, p->gpu).reserved = st->mem_reserved_bytes;
       }
     }
+  }
+
+  static Incident::Change observe(GpuState& st, Incident& inc, int bit, int64_t seq, bool hit, int64_t tag) {
+    const uint8_t mask = static_cast<uint8_t>(1u << bit);
+    if (!hit && !(st.stirred & mask)) return Incident::Change::kNone;
+    Incident::Change c = inc.observe(seq, hit, tag);
+    if (inc.hits() > 0 || inc.active()) {
+      st.stirred |= mask;
+    } else {
+      st.stirred &= static_cast<uint8_t>(~mask);
+    }
+    return c;
   }
 
   // The window's largest clock, read on every busy sample: kept as samples
@@ -185,7 +221,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
 
   void on_sample(const Record& r, Emitter& out) {
     const Gpu& g = r.as<Gpu>();
-    GpuState& st = gpus_[gpu_id(g.node, g.gpu)];
+    GpuState& st = state_of(g.node, g.gpu);
     if (st.samples == 0) {
       st.thermal = st.power = st.clock = st.memory = Incident(o_.persist_k, o_.persist_n);
     }
@@ -232,7 +268,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     if (used >= 0 && st.mem_total > 0) headroom = 1.0 - static_cast<double>(used) / static_cast<double>(st.mem_total);
     bool pressure = std::isfinite(headroom) && headroom < o_.min_headroom;
 
-    if (Incident::Change c = st.thermal.observe(seq, thermal, r.time_ns); c == Incident::Change::kClosed) {
+    if (Incident::Change c = observe(st, st.thermal, 0, seq, thermal, r.time_ns); c == Incident::Change::kClosed) {
       st.thermal.close(r.time_ns, out);
     } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kThermalThrottle, Severity::kWarning, r, g.node, g.gpu, st.thermal.onset_tag());
@@ -246,7 +282,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       add_readings(a, g, base());
       st.thermal.raise(std::move(a), out);
     }
-    if (Incident::Change c = st.power.observe(seq, power, r.time_ns); c == Incident::Change::kClosed) {
+    if (Incident::Change c = observe(st, st.power, 1, seq, power, r.time_ns); c == Incident::Change::kClosed) {
       st.power.close(r.time_ns, out);
     } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kPowerThrottle, Severity::kWarning, r, g.node, g.gpu, st.power.onset_tag());
@@ -260,7 +296,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       add_readings(a, g, base());
       st.power.raise(std::move(a), out);
     }
-    if (Incident::Change c = st.clock.observe(seq, clock_low, r.time_ns); c == Incident::Change::kClosed) {
+    if (Incident::Change c = observe(st, st.clock, 2, seq, clock_low, r.time_ns); c == Incident::Change::kClosed) {
       st.clock.close(r.time_ns, out);
     } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kClockLow, Severity::kWarning, r, g.node, g.gpu, st.clock.onset_tag());
@@ -271,7 +307,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
       add_readings(a, g, base());
       st.clock.raise(std::move(a), out);
     }
-    if (Incident::Change c = st.memory.observe(seq, pressure, r.time_ns); c == Incident::Change::kClosed) {
+    if (Incident::Change c = observe(st, st.memory, 3, seq, pressure, r.time_ns); c == Incident::Change::kClosed) {
       st.memory.close(r.time_ns, out);
     } else if (c == Incident::Change::kOpened) {
       Alert a = base_alert(alert_kind::kMemoryPressure, Severity::kWarning, r, g.node, g.gpu, st.memory.onset_tag());
@@ -319,11 +355,11 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
     int64_t code = e.has(Occurrence::F::code) ? e.code : 0;
     if (!gpu) {
       // The node, but not which GPU: one alert for the node.
-      GpuState& st = gpus_[gpu_id(node, -1)];
+      GpuState& st = state_of(node, -1);
       raise_xid(st, r, node, -1, code, e.message, out);
       return;
     }
-    raise_xid(gpus_[gpu_id(node, *gpu)], r, node, *gpu, code, e.message, out);
+    raise_xid(state_of(node, *gpu), r, node, *gpu, code, e.message, out);
   }
 
   void raise_xid(GpuState& st, const Record& r, Symbol node, int32_t gpu, int64_t code, const std::string& message,
@@ -430,6 +466,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
   GpuHealthOptions o_;
   NodePlacement placement_;
   runtime::state::KeyedState<GpuKey, GpuState, GpuKeyHash> gpus_;  // lookups only, never iterated
+  std::vector<std::vector<GpuState*>> index_;                      // state_of(): by node symbol id, GPU + 1
   runtime::state::KeyedState<Symbol, int64_t> steps_;              // latest joined step per run
   std::vector<double> scratch_;
 };
