@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <queue>
 #include <unordered_map>
 
@@ -40,6 +41,11 @@ struct NodePoint {
 struct NodeState {
   std::vector<std::deque<GpuPoint>> gpus;  // by GPU index
   std::deque<NodePoint> samples;
+  // By GPU index, at most the time of that ring's first sample (its oldest):
+  // a ring is trimmed by time only when this bound says it may need it, so
+  // a sample does not read the ring's far end, a cache miss, every time.
+  // Not state: unknown (the lowest time) after a restore.
+  std::vector<int64_t> oldest;
   template <class Io>
   void fields(Io& io) {
     io(gpus, samples);
@@ -71,6 +77,18 @@ void trim(Ring& ring, int64_t now, int64_t history) {
   while (!ring.empty() && (ring.front().time < now - history || ring.size() > kMaxSamples)) ring.pop_front();
 }
 
+// As trim(), for a GPU's ring: the same samples are kept, and the ring's
+// first sample is read only when `oldest` (a bound on its time that only
+// rises) is older than the history kept.
+void trim_gpu(std::deque<GpuPoint>& ring, int64_t& oldest, int64_t now, int64_t history) {
+  while (ring.size() > kMaxSamples) ring.pop_front();
+  while (!ring.empty() && oldest < now - history) {
+    oldest = ring.front().time;
+    if (oldest >= now - history) break;
+    ring.pop_front();
+  }
+}
+
 // A counter's increase (a decrease is a reset: the increase is the new total).
 int64_t increase(int64_t previous, int64_t current) { return current >= previous ? current - previous : current; }
 
@@ -91,6 +109,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   template <class Io>
   void state_fields(Io& io) {
     io(nodes_, runs_, held_, seq_, published_, ended_);
+    if constexpr (runtime::state::kReading<Io>) index_.clear();
     if constexpr (runtime::state::kReading<Io>) {
       if (!std::is_heap(held_.begin(), held_.end(), HeldAfter())) io.fail("the held alerts are not a heap");
       for (const Held& h : held_) {
@@ -144,8 +163,9 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   void on_gpu(const Record& r) {
     const Gpu& g = r.as<Gpu>();
     if (g.gpu < 0 || g.gpu >= kMaxGpusPerNode) return;
-    NodeState& ns = nodes_[g.node];
+    NodeState& ns = node_state(g.node);
     if (ns.gpus.size() <= static_cast<size_t>(g.gpu)) ns.gpus.resize(static_cast<size_t>(g.gpu) + 1);
+    if (ns.oldest.size() < ns.gpus.size()) ns.oldest.resize(ns.gpus.size(), std::numeric_limits<int64_t>::min());
     GpuPoint p;
     p.time = r.time_ns;
     auto f = [&](Gpu::F field, double v, double* dst) {
@@ -161,12 +181,24 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     f(Gpu::F::mem_total_bytes, static_cast<double>(g.mem_total_bytes), &p.mem_total_bytes);
     auto& ring = ns.gpus[static_cast<size_t>(g.gpu)];
     ring.push_back(p);
-    trim(ring, r.time_ns, o_.history_ns);
+    trim_gpu(ring, ns.oldest[static_cast<size_t>(g.gpu)], r.time_ns, o_.history_ns);
   }
+
+  // A node's state, through an index by its symbol id (every sample looks one
+  // up). nodes_ never erases and its elements never move; the index is
+  // dropped when a snapshot is restored.
+  NodeState& node_state(Symbol node) {
+    const uint32_t id = node.id();
+    if (id >= kIndexedNodes) return nodes_[node];
+    if (id >= index_.size()) index_.resize(id + 1, nullptr);
+    if (index_[id] == nullptr) index_[id] = &nodes_[node];
+    return *index_[id];
+  }
+  static constexpr uint32_t kIndexedNodes = 1u << 16;  // symbol ids indexed; later ones are looked up
 
   void on_node(const Record& r) {
     const NodeSample& n = r.as<NodeSample>();
-    NodeState& ns = nodes_[n.node];
+    NodeState& ns = node_state(n.node);
     NodePoint p;
     p.time = r.time_ns;
     if (n.has(NodeSample::F::cpu_pct)) p.cpu_pct = n.cpu_pct;
@@ -430,6 +462,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   AsofJoinOptions o_;
   runtime::OperatorContext ctx_;
   runtime::state::KeyedState<Symbol, NodeState> nodes_;
+  std::vector<NodeState*> index_;  // node_state(): by node symbol id
   runtime::state::KeyedState<Symbol, std::shared_ptr<const RunInfo>> runs_;
   std::vector<Held> held_;  // a heap by HeldAfter
   uint64_t seq_ = 0;
