@@ -162,6 +162,11 @@ struct RunState {
   std::optional<store::IncidentRow> incident;
 };
 
+// The start of the rollup bucket of `res` nanoseconds holding `t` (a floor,
+// for times before the epoch too), and whether `t` falls in the one at `start`.
+int64_t bucket_start(int64_t t, int64_t res) { return t - ((t % res) + res) % res; }
+bool in_bucket(int64_t t, int64_t start, int64_t res) { return t >= start && t - start < res; }
+
 struct RollupKey {
   uint32_t node;
   int32_t gpu;
@@ -895,18 +900,21 @@ class RunGraphBuilder::Impl {
     if (track.rollups.size() != o_.rollups.size()) track.rollups.resize(o_.rollups.size());
     for (size_t i = 0; i < o_.rollups.size(); ++i) {
       int64_t res = o_.rollups[i].resolution_ns;
-      int64_t bucket = r.time_ns - ((r.time_ns % res) + res) % res;
       auto& open = track.rollups[i];
-      if (open.samples > 0 && open.bucket_ns != bucket) {
-        metrics_.gpu_rollups.push_back(open);
-        count_row();
-        open = store::GpuRollupRow();
-      }
-      if (open.samples == 0) {
-        open.node = g.node.string();
-        open.gpu = g.gpu;
-        open.resolution_ns = res;
-        open.bucket_ns = bucket;
+      // A sample mostly falls in the bucket open already: no division then.
+      if (open.samples == 0 || !in_bucket(r.time_ns, open.bucket_ns, res)) {
+        int64_t bucket = bucket_start(r.time_ns, res);
+        if (open.samples > 0 && open.bucket_ns != bucket) {
+          metrics_.gpu_rollups.push_back(open);
+          count_row();
+          open = store::GpuRollupRow();
+        }
+        if (open.samples == 0) {
+          open.node = g.node.string();
+          open.gpu = g.gpu;
+          open.resolution_ns = res;
+          open.bucket_ns = bucket;
+        }
       }
       open.samples += 1;
       if (g.has(Gpu::F::util_pct)) open.util_pct.add(g.util_pct);
@@ -946,17 +954,19 @@ class RunGraphBuilder::Impl {
     const NodeSample& n = r.as<NodeSample>();
     for (size_t i = 0; i < o_.rollups.size(); ++i) {
       int64_t res = o_.rollups[i].resolution_ns;
-      int64_t bucket = r.time_ns - ((r.time_ns % res) + res) % res;
       auto& open = node_rollups_[i][n.node.id()];
-      if (open.samples > 0 && open.bucket_ns != bucket) {
-        metrics_.node_rollups.push_back(open);
-        count_row();
-        open = store::NodeRollupRow();
-      }
-      if (open.samples == 0) {
-        open.node = n.node.string();
-        open.resolution_ns = res;
-        open.bucket_ns = bucket;
+      if (open.samples == 0 || !in_bucket(r.time_ns, open.bucket_ns, res)) {
+        int64_t bucket = bucket_start(r.time_ns, res);
+        if (open.samples > 0 && open.bucket_ns != bucket) {
+          metrics_.node_rollups.push_back(open);
+          count_row();
+          open = store::NodeRollupRow();
+        }
+        if (open.samples == 0) {
+          open.node = n.node.string();
+          open.resolution_ns = res;
+          open.bucket_ns = bucket;
+        }
       }
       open.samples += 1;
       if (n.has(NodeSample::F::cpu_pct)) open.cpu_pct.add(n.cpu_pct);
