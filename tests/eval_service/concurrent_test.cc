@@ -17,7 +17,9 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
   std::string dir = temp_dir("concurrent");
   synth::Options o = small_run("busy-run", 600, 7);
   std::string input = write_jsonl(dir + "/in.jsonl", synth_run(o, {}, 50));
-  auto replay = [&](const std::string& name, const std::string& db) { return replay_process(input, dir, name, db); };
+  auto replay = [&](const std::string& name, const std::string& db, const std::string& flags = "") {
+    return replay_process(input, dir, name, db, flags);
+  };
   REQUIRE(replay("alone", dir + "/alone.db") == 0);
 
   const std::string db = dir + "/shared.db";
@@ -73,7 +75,10 @@ TEST_CASE("eval service: evaluations written while `runlens replay` writes a run
   // The replay starts once the service is evaluating, so that their writes interleave.
   CHECK(wait_until([&] { return written > 0 || gave_up; }, 20000));
   replay_started = true;
-  int rc = replay("shared", db);
+  // Paced (the run's 19 minutes in about 0.6 s), so that evaluations complete
+  // while it writes however fast the machine replays: the store it leaves is
+  // the same at any speed.
+  int rc = replay("shared", db, "--speed 2000x");
   replay_done = true;
   evals.join();
   auto auto_evaluations = [&] {

@@ -111,10 +111,10 @@ inline std::string url_of(const std::string& db) { return store::store_url_of_fi
 // `runlens replay INPUT` as a child process writing the store file `db`, its
 // output in DIR/NAME (log DIR/NAME.log); the exit status of std::system.
 inline int replay_process(const std::string& input, const std::string& dir, const std::string& name,
-                          const std::string& db) {
-  return std::system((std::string(RUNLENS_BINARY) + " replay " + input + " --quiet --out " + dir + "/" + name +
-                      " --set RUNLENS_PUBLISH=ipc://" + dir + "/" + name + ".sock --store sqlite://" + db + " > " +
-                      dir + "/" + name + ".log 2>&1")
+                          const std::string& db, const std::string& flags = "") {
+  return std::system((std::string(RUNLENS_BINARY) + " replay " + input + " " + flags + " --quiet --out " + dir + "/" +
+                      name + " --set RUNLENS_PUBLISH=ipc://" + dir + "/" + name + ".sock --store sqlite://" + db +
+                      " > " + dir + "/" + name + ".log 2>&1")
                          .c_str());
 }
 
