@@ -232,11 +232,17 @@ class Executor {
   // is mostly a few ordered runs (sources order their batches, below;
   // operators emit in the order they process; several inputs interleave
   // batch by batch), which merge_runs merges rather than sorts.
+  static bool canonical_less(const Ref& a, const Ref& b) {
+    if (a.time != b.time) return a.time < b.time;
+    return RowTraits<R>::compare(*a.row, *b.row) < 0;
+  }
   static void canonical_order(std::vector<Ref>& order, std::vector<Ref>& scratch, std::vector<size_t>& runs) {
-    merge_runs(order, scratch, runs, [](const Ref& a, const Ref& b) {
-      if (a.time != b.time) return a.time < b.time;
-      return RowTraits<R>::compare(*a.row, *b.row) < 0;
-    });
+    merge_runs(order, scratch, runs, canonical_less);
+  }
+  // As above, for `order` made of `segments`, those marked sorted in canonical order already.
+  static void canonical_order(std::vector<Ref>& order, std::vector<Ref>& scratch, std::vector<size_t>& runs,
+                              const std::vector<Segment>& segments) {
+    merge_runs(order, scratch, runs, canonical_less, segments);
   }
 
   // Rows travel by reference (docs/architecture.md, "How rows move, and
@@ -252,6 +258,7 @@ class Executor {
   // released. `batches` keeps what `rows` point into alive.
   struct PendingRun {
     std::vector<Ref> rows;
+    bool canonical = false;  // in canonical order, not only by time: advance() need not look for runs in it
     std::vector<std::pair<size_t, BatchRef>> batches;  // each from its first row in `rows` to the next's
     size_t head = 0;
     size_t released = 0;  // how far the watermark being handled releases
@@ -266,8 +273,9 @@ class Executor {
     // Watermarks: when the source received the batch this watermark came
     // from (steady clock, ns); 0 when it came from no batch (idle, end of input).
     int64_t arrival_ns = 0;
-    BatchRef batch;         // what `rows` point into
-    std::vector<Ref> rows;  // in the order sent
+    BatchRef batch;          // what `rows` point into
+    std::vector<Ref> rows;   // in the order sent
+    bool canonical = false;  // `rows` are in canonical order (a source's batch), not only by time
     // Rows shed from this message (or in its place), for the consumer's
     // on_shed, with each report's key of the consumer (grouping).
     std::vector<ShedReport<R>> shed;
@@ -311,6 +319,7 @@ class Executor {
     std::vector<Ref> order;  // the released rows of `pending`, in canonical order
     std::vector<Ref> scratch;
     std::vector<size_t> runs;
+    std::vector<Segment> segments;    // where each run's released rows begin in `order`
     std::vector<int> last_watermark;  // collapse_watermarks' scratch
   };
 
@@ -439,7 +448,7 @@ class Executor {
       }
       node_->counters.add(node_->counters.in, rows.size() + late);
       node_->counters.add(node_->counters.out, rows.size());
-      ex_->route(node_, node_->producer_base, rows, canonical);
+      ex_->route(node_, node_->producer_base, rows, canonical, /*canonical=*/true);
       publish_watermark(now, steady_ns(), /*force=*/false);
     }
 
@@ -676,7 +685,10 @@ class Executor {
   // them). What every consumer needs of a row (time, kind, priority, weight)
   // is read once, into a compact array: a source has a consumer per detector
   // (twenty in the default pipeline), and most take a rare kind or two.
-  void route(Node* from, int producer, std::vector<R>& rows, const std::vector<uint32_t>* order = nullptr) {
+  // `canonical`: the rows, in `order` when given, are in canonical order (a
+  // source's batch is put in it; an operator's output is ordered by time).
+  void route(Node* from, int producer, std::vector<R>& rows, const std::vector<uint32_t>* order = nullptr,
+             bool canonical = false) {
     if (rows.empty()) return;
     const bool shed = opts_.overflow == OverflowPolicy::kShed;
     const size_t n = rows.size();
@@ -782,6 +794,7 @@ class Executor {
           Msg& m = out[p * lanes + lane];
           if (m.rows.empty()) continue;
           m.producer = producer;
+          m.canonical = canonical;
           if (shed) m.priority = static_cast<int>(lane);
           // A few rows of a large batch: copies, so that the batch is not held for them.
           if (m.rows.size() * 8 < n) own_rows(m);
@@ -817,6 +830,7 @@ class Executor {
       m.producer = whole.producer;
       m.priority = whole.priority;
       m.batch = whole.batch;
+      m.canonical = whole.canonical;
       size_t end = begin;
       while (end < rows.size()) {
         const int64_t w = RowTraits<R>::weight(*rows[end].row);
@@ -1149,11 +1163,14 @@ class Executor {
     std::vector<Ref>& rows = m.rows;
     if (rows.empty()) return;
     p->pending_rows += rows.size();
-    if (!std::is_sorted(rows.begin(), rows.end(), Earlier{})) std::stable_sort(rows.begin(), rows.end(), Earlier{});
+    if (!m.canonical && !std::is_sorted(rows.begin(), rows.end(), Earlier{}))
+      std::stable_sort(rows.begin(), rows.end(), Earlier{});
     constexpr size_t kJoinBelow = 64;
     if (!p->pending.empty()) {
       PendingRun& last = p->pending.back();
       if (rows.size() < kJoinBelow && !Earlier{}(rows.front(), last.rows.back())) {
+        // Still in canonical order if both parts are and they meet in order.
+        last.canonical = last.canonical && m.canonical && !canonical_less(rows.front(), last.rows.back());
         if (last.batches.empty() || last.batches.back().second != m.batch) {
           last.batches.push_back({last.rows.size(), std::move(m.batch)});
         }
@@ -1162,6 +1179,7 @@ class Executor {
       }
     }
     PendingRun run;
+    run.canonical = m.canonical;
     run.rows = std::move(rows);
     run.batches.push_back({0, std::move(m.batch)});
     p->pending.push_back(std::move(run));
@@ -1187,15 +1205,17 @@ class Executor {
     // releases the prefix older than the watermark (the final watermark
     // releases everything, rows stamped at the end of time too).
     p->order.clear();
+    p->segments.clear();
     for (PendingRun& run : p->pending) {
       auto begin = run.rows.begin() + static_cast<std::ptrdiff_t>(run.head);
       auto end = wm == kEndOfTime
                      ? run.rows.end()
                      : std::partition_point(begin, run.rows.end(), [wm](const Ref& r) { return r.time < wm; });
+      p->segments.push_back({p->order.size(), run.canonical});
       p->order.insert(p->order.end(), begin, end);
       run.released = static_cast<size_t>(end - run.rows.begin());
     }
-    canonical_order(p->order, p->scratch, p->runs);
+    canonical_order(p->order, p->scratch, p->runs, p->segments);
     p->pending_rows -= p->order.size();
     p->emitted.clear();
     Emitter<R> out(&p->emitted, p->forwarded_wm);
