@@ -10,6 +10,7 @@
 #include "operators/placement.h"
 #include "operators/rules/rule_tree.h"
 #include "operators/run_state.h"
+#include "schema/symbol_index.h"
 
 namespace runlens::ops {
 
@@ -188,13 +189,11 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   // up). nodes_ never erases and its elements never move; the index is
   // dropped when a snapshot is restored.
   NodeState& node_state(Symbol node) {
-    const uint32_t id = node.id();
-    if (id >= kIndexedNodes) return nodes_[node];
-    if (id >= index_.size()) index_.resize(id + 1, nullptr);
-    if (index_[id] == nullptr) index_[id] = &nodes_[node];
-    return *index_[id];
+    NodeState** p = index_.slot(node);
+    if (p == nullptr) return nodes_[node];
+    if (*p == nullptr) *p = &nodes_[node];
+    return **p;
   }
-  static constexpr uint32_t kIndexedNodes = 1u << 16;  // symbol ids indexed; later ones are looked up
 
   void on_node(const Record& r) {
     const NodeSample& n = r.as<NodeSample>();
@@ -462,7 +461,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   AsofJoinOptions o_;
   runtime::OperatorContext ctx_;
   runtime::state::KeyedState<Symbol, NodeState> nodes_;
-  std::vector<NodeState*> index_;  // node_state(): by node symbol id
+  SymbolIndex<NodeState*> index_;  // node_state()
   runtime::state::KeyedState<Symbol, std::shared_ptr<const RunInfo>> runs_;
   std::vector<Held> held_;  // a heap by HeldAfter
   uint64_t seq_ = 0;

@@ -10,6 +10,7 @@
 #include "operators/persistence.h"
 #include "operators/placement.h"
 #include "operators/run_state.h"
+#include "schema/symbol_index.h"
 
 namespace runlens::ops {
 namespace {
@@ -156,17 +157,14 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
   // gpus_ never erases, and its elements never move: the index holds
   // pointers, and is dropped when a snapshot is restored.
   GpuState& state_of(Symbol node, int32_t gpu) {
-    const uint32_t id = node.id();
     const int32_t slot = gpu + 1;  // -1: the node itself
-    if (id >= kIndexedNodes || slot < 0 || slot >= kIndexedGpus) return gpus_[gpu_id(node, gpu)];
-    if (id >= index_.size()) index_.resize(id + 1);
-    auto& gpus = index_[id];
-    if (static_cast<size_t>(slot) >= gpus.size()) gpus.resize(static_cast<size_t>(slot) + 1, nullptr);
-    GpuState*& p = gpus[static_cast<size_t>(slot)];
+    std::vector<GpuState*>* gpus = slot >= 0 && slot < kIndexedGpus ? index_.slot(node) : nullptr;
+    if (gpus == nullptr) return gpus_[gpu_id(node, gpu)];
+    if (static_cast<size_t>(slot) >= gpus->size()) gpus->resize(static_cast<size_t>(slot) + 1, nullptr);
+    GpuState*& p = (*gpus)[static_cast<size_t>(slot)];
     if (p == nullptr) p = &gpus_[gpu_id(node, gpu)];
     return *p;
   }
-  static constexpr uint32_t kIndexedNodes = 1u << 16;  // symbol ids indexed; later ones are looked up
   static constexpr int32_t kIndexedGpus = 65;
 
   void on_step(const StepRecord& rec) {
@@ -466,7 +464,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
   GpuHealthOptions o_;
   NodePlacement placement_;
   runtime::state::KeyedState<GpuKey, GpuState, GpuKeyHash> gpus_;  // lookups only, never iterated
-  std::vector<std::vector<GpuState*>> index_;                      // state_of(): by node symbol id, GPU + 1
+  SymbolIndex<std::vector<GpuState*>> index_;                      // state_of(): by node, GPU + 1
   runtime::state::KeyedState<Symbol, int64_t> steps_;              // latest joined step per run
   std::vector<double> scratch_;
 };

@@ -17,6 +17,7 @@
 #include "runtime/status.h"
 #include "schema/number_format.h"
 #include "schema/row.h"
+#include "schema/symbol_index.h"
 
 namespace runlens::timeline {
 
@@ -309,6 +310,7 @@ class RunGraphBuilder::Impl {
       for (auto& [k, track] : gpus_) metrics_.gpu_rollups.push_back(track.rollups[i]);
     }
     gpus_.clear();
+    gpu_index_.clear();
     for (auto& tier : node_rollups_) {
       for (auto& [k, row] : tier) metrics_.node_rollups.push_back(row);
       tier.clear();
@@ -887,16 +889,35 @@ class RunGraphBuilder::Impl {
     return out;
   }
 
+  // A node's GPU state and a GPU's rollups, through indexes by the node's
+  // symbol id (every GPU sample looks both up). Neither map erases but at
+  // finish(), which clears its index too; their elements never move.
+  GpuNode& gpu_node(Symbol node) {
+    GpuNode** p = gpu_node_index_.slot(node);
+    if (p == nullptr) return gpu_nodes_[node];
+    if (*p == nullptr) *p = &gpu_nodes_[node];
+    return **p;
+  }
+  GpuTrack& gpu_track(Symbol node, int32_t gpu) {
+    std::vector<GpuTrack*>* tracks = gpu >= 0 && gpu < kIndexedGpus ? gpu_index_.slot(node) : nullptr;
+    if (tracks == nullptr) return gpus_[RollupKey{node.id(), gpu}];
+    if (static_cast<size_t>(gpu) >= tracks->size()) tracks->resize(static_cast<size_t>(gpu) + 1, nullptr);
+    GpuTrack*& p = (*tracks)[static_cast<size_t>(gpu)];
+    if (p == nullptr) p = &gpus_[RollupKey{node.id(), gpu}];
+    return *p;
+  }
+  static constexpr int32_t kIndexedGpus = 64;
+
   void on_gpu(const Record& r) {
     const Gpu& g = r.as<Gpu>();
     // Full resolution: inside a failure window, and the last window for everyone.
-    GpuNode& node = gpu_nodes_[g.node];
+    GpuNode& node = gpu_node(g.node);
     if (r.time_ns <= node.keep_until) keep_gpu(node.written, r.time_ns, g, "failure");
     gpu_recent_.push_back({r.time_ns, g});
     while (!gpu_recent_.empty() && gpu_recent_.front().first < r.time_ns - o_.failure_window_ns)
       gpu_recent_.pop_front();
 
-    GpuTrack& track = gpus_[RollupKey{g.node.id(), g.gpu}];
+    GpuTrack& track = gpu_track(g.node, g.gpu);
     if (track.rollups.size() != o_.rollups.size()) track.rollups.resize(o_.rollups.size());
     for (size_t i = 0; i < o_.rollups.size(); ++i) {
       int64_t res = o_.rollups[i].resolution_ns;
@@ -1086,6 +1107,8 @@ class RunGraphBuilder::Impl {
   std::map<std::string, store::IncidentRow> incidents_;                             // changed since the last commit
   ChunkedFifo<std::pair<int64_t, Gpu>> gpu_recent_;                                 // the last failure_window_time
   std::unordered_map<Symbol, GpuNode> gpu_nodes_;
+  SymbolIndex<GpuNode*> gpu_node_index_;           // gpu_node()
+  SymbolIndex<std::vector<GpuTrack*>> gpu_index_;  // gpu_track(): by node, GPU
   std::unordered_map<RollupKey, GpuTrack, RollupKeyHash> gpus_;
   std::vector<std::unordered_map<uint32_t, store::NodeRollupRow>> node_rollups_;
   store::GraphBatch graph_;
