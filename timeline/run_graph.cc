@@ -922,20 +922,9 @@ class RunGraphBuilder::Impl {
     for (size_t i = 0; i < o_.rollups.size(); ++i) {
       int64_t res = o_.rollups[i].resolution_ns;
       auto& open = track.rollups[i];
-      // A sample mostly falls in the bucket open already: no division then.
-      if (open.samples == 0 || !in_bucket(r.time_ns, open.bucket_ns, res)) {
-        int64_t bucket = bucket_start(r.time_ns, res);
-        if (open.samples > 0 && open.bucket_ns != bucket) {
-          metrics_.gpu_rollups.push_back(open);
-          count_row();
-          open = store::GpuRollupRow();
-        }
-        if (open.samples == 0) {
-          open.node = g.node.string();
-          open.gpu = g.gpu;
-          open.resolution_ns = res;
-          open.bucket_ns = bucket;
-        }
+      if (enter_bucket(open, r.time_ns, res, &metrics_.gpu_rollups)) {
+        open.node = g.node.string();
+        open.gpu = g.gpu;
       }
       open.samples += 1;
       if (g.has(Gpu::F::util_pct)) open.util_pct.add(g.util_pct);
@@ -971,24 +960,29 @@ class RunGraphBuilder::Impl {
     last = xid;
   }
 
+  // Makes `open` a rollup bucket of `res` holding time `t`: a sample mostly
+  // falls in the one open already (no division then); a bucket it leaves is
+  // done and goes to `done`. True when a new bucket was begun (the caller
+  // names what it is of).
+  template <class Row>
+  bool enter_bucket(Row& open, int64_t t, int64_t res, std::vector<Row>* done) {
+    if (open.samples > 0) {
+      if (in_bucket(t, open.bucket_ns, res)) return false;
+      done->push_back(open);
+      count_row();
+      open = Row();
+    }
+    open.resolution_ns = res;
+    open.bucket_ns = bucket_start(t, res);
+    return true;
+  }
+
   void on_node(const Record& r) {
     const NodeSample& n = r.as<NodeSample>();
     for (size_t i = 0; i < o_.rollups.size(); ++i) {
       int64_t res = o_.rollups[i].resolution_ns;
       auto& open = node_rollups_[i][n.node.id()];
-      if (open.samples == 0 || !in_bucket(r.time_ns, open.bucket_ns, res)) {
-        int64_t bucket = bucket_start(r.time_ns, res);
-        if (open.samples > 0 && open.bucket_ns != bucket) {
-          metrics_.node_rollups.push_back(open);
-          count_row();
-          open = store::NodeRollupRow();
-        }
-        if (open.samples == 0) {
-          open.node = n.node.string();
-          open.resolution_ns = res;
-          open.bucket_ns = bucket;
-        }
-      }
+      if (enter_bucket(open, r.time_ns, res, &metrics_.node_rollups)) open.node = n.node.string();
       open.samples += 1;
       if (n.has(NodeSample::F::cpu_pct)) open.cpu_pct.add(n.cpu_pct);
       if (n.has(NodeSample::F::mem_used_bytes)) open.mem_used_bytes.add(static_cast<double>(n.mem_used_bytes));
