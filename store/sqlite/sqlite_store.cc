@@ -23,6 +23,7 @@
 #include "formats/json_reader.h"
 #include "formats/json_writer.h"
 #include "formats/jsonl_codec.h"
+#include "schema/symbol_index.h"
 #include "sqlite_fresh_schema.h"
 #include "store/sqlite/sqlite_schema.h"
 #include "store/sqlite/wal_checkpointer.h"
@@ -1389,12 +1390,14 @@ class SqliteMetricRows final : public MetricRows {
       std::vector<const GpuSampleRow*> rows;
     };
     std::vector<NodeRows> by_node;
-    std::unordered_map<uint32_t, std::vector<size_t>> groups_of;  // node symbol -> by_node indices
+    SymbolIndex<std::vector<size_t>> groups_of;                        // node -> by_node indices
+    std::unordered_map<uint32_t, std::vector<size_t>> more_groups_of;  // nodes without a slot there
     size_t last = SIZE_MAX;
     for (const auto& g : b.gpu_samples) {
       if (last == SIZE_MAX || by_node[last].node != g.sample.node || by_node[last].kept_for != g.kept_for) {
         last = SIZE_MAX;
-        auto& candidates = groups_of[g.sample.node.id()];
+        std::vector<size_t>* slot = groups_of.slot(g.sample.node);
+        auto& candidates = slot ? *slot : more_groups_of[g.sample.node.id()];
         for (size_t i : candidates) {
           if (by_node[i].kept_for == g.kept_for) last = i;
         }
