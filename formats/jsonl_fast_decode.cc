@@ -10,7 +10,8 @@
 //   double range (strtod decides how it rounds).
 // Where the time goes, and why it is shaped so: numbers are most of a
 // telemetry line, so digits are read eight at a time and most doubles are
-// computed with one x87 multiplication (exact_double) instead of from_chars;
+// one IEEE operation (clinger) or one x87 multiplication (exact_double)
+// instead of from_chars;
 // keys are matched against the field expected next (writers keep contract
 // order); symbols come from a per-field cache of the last one; the body is
 // built in place in the record's variant.
@@ -96,6 +97,17 @@ inline bool exact_double(uint64_t w, int64_t q, double* out) {
   uint64_t low = mantissa & 0x7FF;
   if (low >= 0x400 - 4 && low <= 0x400 + 4) return false;
   *out = static_cast<double>(r);
+  return true;
+}
+// w * 10^q where both are exact doubles (w < 2^53, |q| <= 22): one IEEE
+// multiplication or division, which rounds correctly (Clinger's fast path),
+// cheaper than the x87's round trip. Most numbers of up to 15 digits.
+constexpr double kPow10Double[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+inline bool clinger(uint64_t w, int64_t q, double* out) {
+  if (w > (uint64_t{1} << 53) || q < -22 || q > 22) return false;
+  const double d = static_cast<double>(w);
+  *out = q < 0 ? d / kPow10Double[-q] : d * kPow10Double[q];
   return true;
 }
 // The value of eight ASCII digits, the first one most significant (little-endian loads).
@@ -449,7 +461,8 @@ class Parser {
       }
     }
     double d;
-    if (int_digits + frac_digits <= 19 && exp_ok && extended_precision() && exact_double(w, exp10 - frac_digits, &d)) {
+    if (int_digits + frac_digits <= 19 && exp_ok &&
+        (clinger(w, exp10 - frac_digits, &d) || (extended_precision() && exact_double(w, exp10 - frac_digits, &d)))) {
       n->number = negative ? -d : d;
       return true;
     }
