@@ -110,8 +110,8 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   template <class Io>
   void state_fields(Io& io) {
     io(nodes_, runs_, held_, seq_, published_, ended_);
-    if constexpr (runtime::state::kReading<Io>) index_.clear();
     if constexpr (runtime::state::kReading<Io>) {
+      index_.clear();
       if (!std::is_heap(held_.begin(), held_.end(), HeldAfter())) io.fail("the held alerts are not a heap");
       for (const Held& h : held_) {
         if (!h.alert || !h.published) io.fail("a held alert is null");
@@ -189,10 +189,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   // up). nodes_ never erases and its elements never move; the index is
   // dropped when a snapshot is restored.
   NodeState& node_state(Symbol node) {
-    NodeState** p = index_.slot(node);
-    if (p == nullptr) return nodes_[node];
-    if (*p == nullptr) *p = &nodes_[node];
-    return **p;
+    return remembered(index_.slot(node), [&]() -> NodeState& { return nodes_[node]; });
   }
 
   void on_node(const Record& r) {

@@ -157,15 +157,8 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
   // gpus_ never erases, and its elements never move: the index holds
   // pointers, and is dropped when a snapshot is restored.
   GpuState& state_of(Symbol node, int32_t gpu) {
-    const int32_t slot = gpu + 1;  // -1: the node itself
-    std::vector<GpuState*>* gpus = slot >= 0 && slot < kIndexedGpus ? index_.slot(node) : nullptr;
-    if (gpus == nullptr) return gpus_[gpu_id(node, gpu)];
-    if (static_cast<size_t>(slot) >= gpus->size()) gpus->resize(static_cast<size_t>(slot) + 1, nullptr);
-    GpuState*& p = (*gpus)[static_cast<size_t>(slot)];
-    if (p == nullptr) p = &gpus_[gpu_id(node, gpu)];
-    return *p;
+    return remembered(index_.slot(node, gpu + 1), [&]() -> GpuState& { return gpus_[gpu_id(node, gpu)]; });
   }
-  static constexpr int32_t kIndexedGpus = 65;
 
   void on_step(const StepRecord& rec) {
     const RunInfo* info = placement_.run(rec.run_id);
@@ -464,7 +457,7 @@ class GpuHealth final : public runtime::state::Snapshottable<Record, GpuHealth> 
   GpuHealthOptions o_;
   NodePlacement placement_;
   runtime::state::KeyedState<GpuKey, GpuState, GpuKeyHash> gpus_;  // lookups only, never iterated
-  SymbolIndex<std::vector<GpuState*>> index_;                      // state_of(): by node, GPU + 1
+  SymbolSlots<GpuState, 65> index_;                                // state_of(): by node, GPU + 1 (-1: the node)
   runtime::state::KeyedState<Symbol, int64_t> steps_;              // latest joined step per run
   std::vector<double> scratch_;
 };

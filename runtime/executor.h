@@ -227,15 +227,16 @@ class Executor {
     const R* row;
   };
 
-  // Sorts rows into canonical order. Event time decides almost every
-  // comparison; the full canonical compare only breaks ties. A reorder buffer
-  // is mostly a few ordered runs (sources order their batches, below;
-  // operators emit in the order they process; several inputs interleave
-  // batch by batch), which merge_runs merges rather than sorts.
+  // Canonical order of references: event time decides almost every
+  // comparison; the full canonical compare only breaks ties.
   static bool canonical_less(const Ref& a, const Ref& b) {
     if (a.time != b.time) return a.time < b.time;
     return RowTraits<R>::compare(*a.row, *b.row) < 0;
   }
+  // Sorts rows into canonical order. A reorder buffer is mostly a few
+  // ordered runs (sources order their batches, below; operators emit in the
+  // order they process; several inputs interleave batch by batch), which
+  // merge_runs merges rather than sorts.
   static void canonical_order(std::vector<Ref>& order, std::vector<Ref>& scratch, std::vector<size_t>& runs) {
     merge_runs(order, scratch, runs, canonical_less);
   }
@@ -441,14 +442,14 @@ class Executor {
         if (progress->final) producers_.erase(producers_.find(progress->producer));
       }
       watermark_ = std::max(watermark_, candidate());
-      const std::vector<uint32_t>* canonical = order(rows);
+      const std::vector<uint32_t>* permutation = order(rows);
       if (late) {
         node_->counters.add(node_->counters.late, late);
         node_->counters.add(node_->counters.dead_lettered, late);
       }
       node_->counters.add(node_->counters.in, rows.size() + late);
       node_->counters.add(node_->counters.out, rows.size());
-      ex_->route(node_, node_->producer_base, rows, canonical, /*canonical=*/true);
+      ex_->route(node_, node_->producer_base, rows, permutation, /*canonical=*/true);
       publish_watermark(now, steady_ns(), /*force=*/false);
     }
 

@@ -6,6 +6,7 @@
 // past `kMaxId` has no slot and is looked up the slow way by the caller.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -31,6 +32,34 @@ class SymbolIndex {
 
  private:
   std::vector<V> values_;
+};
+
+// The element `find()` returns (a reference into a container whose elements
+// never move), remembered in `*slot` so that it is looked up once; `find()`
+// itself when there is no slot (`slot` null).
+template <class T, class Find>
+T& remembered(T** slot, Find&& find) {
+  if (slot == nullptr) return find();
+  if (*slot == nullptr) *slot = &find();
+  return **slot;
+}
+
+// A pointer per (symbol, small index), such as a node's GPUs: a slot for an
+// index in [0, kSlots) of a symbol SymbolIndex has one for, else none.
+template <class T, int32_t kSlots>
+class SymbolSlots {
+ public:
+  T** slot(Symbol s, int32_t i) {
+    if (i < 0 || i >= kSlots) return nullptr;
+    std::vector<T*>* slots = index_.slot(s);
+    if (slots == nullptr) return nullptr;
+    if (static_cast<size_t>(i) >= slots->size()) slots->resize(static_cast<size_t>(i) + 1, nullptr);
+    return &(*slots)[static_cast<size_t>(i)];
+  }
+  void clear() { index_.clear(); }
+
+ private:
+  SymbolIndex<std::vector<T*>> index_;
 };
 
 }  // namespace runlens

@@ -893,20 +893,11 @@ class RunGraphBuilder::Impl {
   // symbol id (every GPU sample looks both up). Neither map erases but at
   // finish(), which clears its index too; their elements never move.
   GpuNode& gpu_node(Symbol node) {
-    GpuNode** p = gpu_node_index_.slot(node);
-    if (p == nullptr) return gpu_nodes_[node];
-    if (*p == nullptr) *p = &gpu_nodes_[node];
-    return **p;
+    return remembered(gpu_node_index_.slot(node), [&]() -> GpuNode& { return gpu_nodes_[node]; });
   }
   GpuTrack& gpu_track(Symbol node, int32_t gpu) {
-    std::vector<GpuTrack*>* tracks = gpu >= 0 && gpu < kIndexedGpus ? gpu_index_.slot(node) : nullptr;
-    if (tracks == nullptr) return gpus_[RollupKey{node.id(), gpu}];
-    if (static_cast<size_t>(gpu) >= tracks->size()) tracks->resize(static_cast<size_t>(gpu) + 1, nullptr);
-    GpuTrack*& p = (*tracks)[static_cast<size_t>(gpu)];
-    if (p == nullptr) p = &gpus_[RollupKey{node.id(), gpu}];
-    return *p;
+    return remembered(gpu_index_.slot(node, gpu), [&]() -> GpuTrack& { return gpus_[RollupKey{node.id(), gpu}]; });
   }
-  static constexpr int32_t kIndexedGpus = 64;
 
   void on_gpu(const Record& r) {
     const Gpu& g = r.as<Gpu>();
@@ -1101,8 +1092,8 @@ class RunGraphBuilder::Impl {
   std::map<std::string, store::IncidentRow> incidents_;                             // changed since the last commit
   ChunkedFifo<std::pair<int64_t, Gpu>> gpu_recent_;                                 // the last failure_window_time
   std::unordered_map<Symbol, GpuNode> gpu_nodes_;
-  SymbolIndex<GpuNode*> gpu_node_index_;           // gpu_node()
-  SymbolIndex<std::vector<GpuTrack*>> gpu_index_;  // gpu_track(): by node, GPU
+  SymbolIndex<GpuNode*> gpu_node_index_;  // gpu_node()
+  SymbolSlots<GpuTrack, 64> gpu_index_;   // gpu_track(): by node, GPU
   std::unordered_map<RollupKey, GpuTrack, RollupKeyHash> gpus_;
   std::vector<std::unordered_map<uint32_t, store::NodeRollupRow>> node_rollups_;
   store::GraphBatch graph_;
