@@ -33,7 +33,8 @@ void add_pipeline_flags(CLI::App* sub, PipelineFlags* flags) {
                   "Pipeline file (default: the embedded pipelines/training-health.yaml)");
   sub->add_option("--out", flags->out_dir, "Output directory; sets RUNLENS_OUT")->capture_default_str();
   add_pipeline_store_option(sub, &flags->store);
-  sub->add_option("--threads", flags->threads, "Worker threads (default: all cores)");
+  sub->add_option("--threads", flags->threads,
+                  "Executor threads (default: all cores; replay at --speed max: all but one, for the source)");
   sub->add_option("--set", flags->sets, "Set a pipeline variable, KEY=VALUE (repeatable)");
   sub->add_option("--counters-json", flags->counters_json,
                   "At exit, write every node's counters (rows, drops by priority, queue peak, sink latency) to FILE, "
