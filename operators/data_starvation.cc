@@ -6,6 +6,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "operators/median.h"
 #include "operators/persistence.h"
 #include "operators/placement.h"
 #include "operators/run_state.h"
@@ -155,7 +156,7 @@ class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
     double median = NAN;
     if (!reads.empty()) {
       auto mid = reads.begin() + static_cast<std::ptrdiff_t>(reads.size() / 2);
-      std::nth_element(reads.begin(), mid, reads.end());
+      select_nth(reads.begin(), mid, reads.end());
       median = *mid;
     }
     bool slow = std::isfinite(mine.storage_read_ms) && std::isfinite(median) && median > 0 &&

@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "operators/median.h"
 #include "operators/placement.h"
 #include "operators/run_state.h"
 
@@ -36,7 +37,7 @@ struct RunState {
 double median_of(std::vector<double> v) {
   if (v.empty()) return NAN;
   auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
-  std::nth_element(v.begin(), mid, v.end());
+  select_nth(v.begin(), mid, v.end());
   return *mid;
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "operators/median.h"
 #include "operators/run_deadlines.h"
 #include "operators/run_state.h"
 #include "operators/straggler.h"
@@ -27,7 +28,7 @@ void quantiles(std::vector<double>& v, const double (&qs)[N], double (&out)[N]) 
   for (size_t i = 0; i < N; ++i) {
     auto at = v.begin() + static_cast<long>(quantile_index(v.size(), qs[i]));
     if (at >= from) {
-      std::nth_element(from, at, v.end());
+      select_nth(from, at, v.end());
       from = at + 1;
     }
     out[i] = *at;

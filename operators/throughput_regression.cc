@@ -5,6 +5,7 @@
 #include <deque>
 #include <unordered_map>
 
+#include "operators/median.h"
 #include "operators/placement.h"
 #include "operators/run_state.h"
 
@@ -174,7 +175,7 @@ class ThroughputRegression final : public PerRunOperator<ThroughputRegression, R
     scratch_.clear();
     for (const Point& b : se.baseline) scratch_.push_back(b.value());
     auto mid = scratch_.begin() + static_cast<std::ptrdiff_t>(scratch_.size() / 2);
-    std::nth_element(scratch_.begin(), mid, scratch_.end());
+    select_nth(scratch_.begin(), mid, scratch_.end());
     double low = (1 - threshold / 2) * *mid;
     int64_t lows = 0;
     for (auto it = window_begin; it != se.recent.end(); ++it) lows += it->value() < low;
