@@ -497,6 +497,15 @@ constexpr const char* kV9 = R"sql(
 ALTER TABLE gpu_sample_blocks ADD COLUMN encoding INTEGER NOT NULL DEFAULT 1;
 )sql";
 
+// Version 10: GPU sample blocks of encoding 3, compact columns (times as
+// differences, GPUs as varints, a field with one value in the block stored
+// once: store/sqlite/gpu_blocks.h), what runlens writes from this version.
+// No table changes: the version keeps a store with such blocks from a
+// runlens that cannot read them.
+constexpr const char* kV10 = R"sql(
+-- gpu_sample_blocks.encoding takes the value 3; encodings 1 and 2 are still read.
+)sql";
+
 }  // namespace
 
 const std::vector<Migration>& sqlite_migrations() {
@@ -513,6 +522,7 @@ const std::vector<Migration>& sqlite_migrations() {
       {7, "alert ends (alerts.ends_ns)", kV7},
       {8, "step time breakdown (step_stats.forward_ms, backward_ms, optimizer_ms, comm_ms, data_wait_ms)", kV8},
       {9, "GPU sample blocks as columns (gpu_sample_blocks.encoding)", kV9},
+      {10, "GPU sample blocks as compact columns (gpu_sample_blocks.encoding 3)", kV10},
   };
   return migrations;
 }

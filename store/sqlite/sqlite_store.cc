@@ -25,6 +25,7 @@
 #include "formats/jsonl_codec.h"
 #include "schema/symbol_index.h"
 #include "sqlite_fresh_schema.h"
+#include "store/sqlite/gpu_blocks.h"
 #include "store/sqlite/sqlite_schema.h"
 #include "store/sqlite/wal_checkpointer.h"
 #include "store/store.h"
@@ -347,156 +348,6 @@ RankStepRow unpack_rank(const char*& p) {
   if (present & 2u) r.data_wait_ms = wait;
   r.ratio_to_median = take<double>(p);
   return r;
-}
-
-// GPU sample blocks of encoding 1 (what stores before schema version 9
-// hold; read, no longer written): per sample, time_ns i64, gpu i32, presence
-// u32 (bit i: field i below), then util_pct, sm_active_pct, temp_c, power_w,
-// sm_clock_mhz f64, mem_used_bytes, throttle_reasons, xid, ecc_dbe_total i64.
-constexpr size_t kGpuRecord = 8 + 4 + 4 + 5 * 8 + 4 * 8;
-
-GpuSampleRow unpack_gpu(const char*& p, Symbol node, const std::string& kept_for) {
-  GpuSampleRow row;
-  row.kept_for = kept_for;
-  Gpu& g = row.sample;
-  g.node = node;
-  g.set_present(Gpu::F::node);
-  g.set_present(Gpu::F::gpu);
-  row.time_ns = take<int64_t>(p);
-  g.gpu = take<int32_t>(p);
-  uint32_t present = take<uint32_t>(p);
-  double* reals[] = {&g.util_pct, &g.sm_active_pct, &g.temp_c, &g.power_w, &g.sm_clock_mhz};
-  const Gpu::F real_fields[] = {Gpu::F::util_pct, Gpu::F::sm_active_pct, Gpu::F::temp_c, Gpu::F::power_w,
-                                Gpu::F::sm_clock_mhz};
-  int64_t* ints[] = {&g.mem_used_bytes, &g.throttle_reasons, &g.xid, &g.ecc_dbe_total};
-  const Gpu::F int_fields[] = {Gpu::F::mem_used_bytes, Gpu::F::throttle_reasons, Gpu::F::xid, Gpu::F::ecc_dbe_total};
-  for (int i = 0; i < 5; ++i) {
-    *reals[i] = take<double>(p);
-    if (present & (1u << i)) g.set_present(real_fields[i]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    *ints[i] = take<int64_t>(p);
-    if (present & (1u << (5 + i))) g.set_present(int_fields[i]);
-  }
-  return row;
-}
-
-// Encoding 2 (schema version 9): a block of n samples as columns, so that
-// fields no sample reports take no room (a fleet's samples mostly lack
-// sm_active_pct, throttle reasons, XIDs and ECC totals): the fields present
-// in any sample, u32 (bit i: field i of encoding 1's order), flags u32 (bit
-// 0: each sample's own presence follows), time_ns i64 x n, gpu i32 x n,
-// [presence u32 x n], then each present field's n values (f64, or i64 for
-// the integer fields; a sample without it stores 0). 52 bytes a sample where
-// encoding 1 took 88, for what a dcgm-exporter sample has.
-constexpr Gpu::F kGpuFields[] = {Gpu::F::util_pct,         Gpu::F::sm_active_pct, Gpu::F::temp_c,
-                                 Gpu::F::power_w,          Gpu::F::sm_clock_mhz,  Gpu::F::mem_used_bytes,
-                                 Gpu::F::throttle_reasons, Gpu::F::xid,           Gpu::F::ecc_dbe_total};
-constexpr int kGpuRealFields = 5;  // the first five are f64, the rest i64
-constexpr int64_t kGpuColumns = 2;
-constexpr int64_t kGpuRecords = 1;  // encoding 1: kGpuRecord bytes a sample
-
-uint32_t gpu_presence(const Gpu& g) {
-  uint32_t present = 0;
-  for (int i = 0; i < 9; ++i) present |= g.has(kGpuFields[i]) ? 1u << i : 0u;
-  return present;
-}
-
-// Field i of kGpuFields: a pointer to it in `g` (const or not).
-template <class G>
-auto gpu_real(G& g, int i) {
-  decltype(&g.util_pct) fields[] = {&g.util_pct, &g.sm_active_pct, &g.temp_c, &g.power_w, &g.sm_clock_mhz};
-  return fields[i];
-}
-template <class G>
-auto gpu_int(G& g, int i) {
-  decltype(&g.mem_used_bytes) fields[] = {&g.mem_used_bytes, &g.throttle_reasons, &g.xid, &g.ecc_dbe_total};
-  return fields[i - kGpuRealFields];
-}
-
-size_t gpu_columns_size(size_t n, uint32_t any, bool per_sample) {
-  return 8 + n * (8 + 4) + (per_sample ? 4 * n : 0) + static_cast<size_t>(std::popcount(any)) * 8 * n;
-}
-
-void pack_gpu_columns(std::string* out, const std::vector<const GpuSampleRow*>& rows) {
-  const size_t n = rows.size();
-  uint32_t any = 0;
-  bool per_sample = false;
-  const uint32_t first = n ? gpu_presence(rows[0]->sample) : 0;
-  for (const auto* r : rows) {
-    const uint32_t present = gpu_presence(r->sample);
-    any |= present;
-    per_sample |= present != first;
-  }
-  out->resize(gpu_columns_size(n, any, per_sample));
-  char* p = out->data();
-  auto write = [&p](const auto& v) {
-    std::memcpy(p, &v, sizeof v);
-    p += sizeof v;
-  };
-  write(any);
-  write(uint32_t{per_sample ? 1u : 0u});
-  for (const auto* r : rows) write(r->time_ns);
-  for (const auto* r : rows) write(r->sample.gpu);
-  if (per_sample) {
-    for (const auto* r : rows) write(gpu_presence(r->sample));
-  }
-  for (int i = 0; i < 9; ++i) {
-    if (!(any & (1u << i))) continue;
-    for (const auto* r : rows) {
-      const Gpu& g = r->sample;
-      if (i < kGpuRealFields) {
-        write(g.has(kGpuFields[i]) ? *gpu_real(g, i) : 0.0);
-      } else {
-        write(g.has(kGpuFields[i]) ? *gpu_int(g, i) : int64_t{0});
-      }
-    }
-  }
-}
-
-// The samples of a block of encoding 2; false when its bytes do not hold n samples.
-bool unpack_gpu_columns(std::string_view data, int64_t n, Symbol node, const std::string& kept_for,
-                        std::vector<GpuSampleRow>* out) {
-  // A sample takes at least 12 bytes: a count past the bytes is corrupt (and
-  // must not size anything).
-  if (n < 0 || static_cast<uint64_t>(n) > data.size() || data.size() < 8) return false;
-  const char* p = data.data();
-  const auto any = take<uint32_t>(p);
-  const auto flags = take<uint32_t>(p);
-  const bool per_sample = flags & 1u;
-  if ((any >> 9) != 0 || (flags >> 1) != 0 || data.size() != gpu_columns_size(static_cast<size_t>(n), any, per_sample))
-    return false;
-  const size_t first = out->size();
-  out->resize(first + static_cast<size_t>(n));
-  GpuSampleRow* rows = out->data() + first;
-  for (int64_t i = 0; i < n; ++i) {
-    rows[i].kept_for = kept_for;
-    rows[i].sample.node = node;
-    rows[i].sample.set_present(Gpu::F::node);
-    rows[i].sample.set_present(Gpu::F::gpu);
-    rows[i].time_ns = take<int64_t>(p);
-  }
-  for (int64_t i = 0; i < n; ++i) rows[i].sample.gpu = take<int32_t>(p);
-  std::vector<uint32_t> present(static_cast<size_t>(n), any);
-  if (per_sample) {
-    for (auto& x : present) {
-      x = take<uint32_t>(p);
-      if (x & ~any) return false;
-    }
-  }
-  for (int f = 0; f < 9; ++f) {
-    if (!(any & (1u << f))) continue;
-    for (int64_t i = 0; i < n; ++i) {
-      Gpu& g = rows[i].sample;
-      if (f < kGpuRealFields) {
-        *gpu_real(g, f) = take<double>(p);
-      } else {
-        *gpu_int(g, f) = take<int64_t>(p);
-      }
-      if (present[static_cast<size_t>(i)] & (1u << f)) g.set_present(kGpuFields[f]);
-    }
-  }
-  return true;
 }
 
 // gpu i32, samples u32, then per field (util_pct, temp_c, power_w,
@@ -1416,7 +1267,7 @@ class SqliteMetricRows final : public MetricRows {
     auto earlier = [](const GpuSampleRow* x, const GpuSampleRow* y) { return x->time_ns < y->time_ns; };
     for (auto& [node, kept_for, rows] : by_node) {
       if (!std::is_sorted(rows.begin(), rows.end(), earlier)) std::stable_sort(rows.begin(), rows.end(), earlier);
-      pack_gpu_columns(&data, rows);
+      sqlite::pack_gpu_compact(&data, rows);
       Query(db,
             "INSERT OR IGNORE INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data, encoding) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)")
@@ -1426,7 +1277,7 @@ class SqliteMetricRows final : public MetricRows {
           .arg_text(kept_for)
           .arg(static_cast<int64_t>(rows.size()))
           .blob(data)
-          .arg(kGpuColumns)
+          .arg(sqlite::kGpuCompact)
           .run();
     }
     auto window = [&](const RankWindowRow& w, const char* sql) {
@@ -1789,15 +1640,8 @@ class SqliteMetricRows final : public MetricRows {
         std::string_view data = q.blob(3);
         int64_t n = q.i64(2);
         block.clear();
-        if (q.i64(4) == kGpuColumns) {
-          if (!unpack_gpu_columns(data, n, node, kept_for, &block))
-            throw StoreError("store " + db_->path() + ": corrupt GPU block");
-        } else {
-          if (q.i64(4) != kGpuRecords || n < 0 || data.size() != static_cast<size_t>(n) * kGpuRecord)
-            throw StoreError("store " + db_->path() + ": corrupt GPU block");
-          const char* p = data.data();
-          for (int64_t i = 0; i < n; ++i) block.push_back(unpack_gpu(p, node, kept_for));
-        }
+        if (!sqlite::unpack_gpu_block(q.i64(4), data, n, node, kept_for, &block))
+          throw StoreError("store " + db_->path() + ": corrupt GPU block");
         for (auto& r : block) {
           if (r.time_ns >= from_ns && r.time_ns <= to_ns) out.push_back(std::move(r));
         }

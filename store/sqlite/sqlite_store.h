@@ -14,7 +14,7 @@
 namespace runlens::store::sqlite {
 
 // The schema version this build writes (store/sqlite/sqlite_schema.cc).
-constexpr int kSchemaVersion = 9;
+constexpr int kSchemaVersion = 10;
 
 // The backend's entry for open_store().
 const Backend& backend();

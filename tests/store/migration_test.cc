@@ -91,7 +91,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
     // Each version-1 alert became an incident of its own.
     CHECK(f.rows("SELECT incident_id, kind, opened_step, alert_count FROM incidents") ==
           "inc-00000000000000aa|straggler|12|1\n");
@@ -165,7 +165,7 @@ TEST_CASE("migration: a version-2 store opens at version 4, its evaluation rows 
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
     CHECK(f.rows("SELECT * FROM runs ORDER BY run_id") == before_runs);
     // The v2 tables were extended, not duplicated: their rows are kept.
     CHECK(f.rows("SELECT evaluation_id, model_id, model_version, checkpoint_id, run_id, status, created_at_ns, "
@@ -304,7 +304,7 @@ TEST_CASE("migration: a version-3 store opens at version 4, its gate decisions a
   CHECK(store::sqlite::schema_version(db) == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
     CHECK(f.rows("SELECT * FROM evaluation_runs ORDER BY evaluation_id") == before_runs);
     CHECK(f.rows("SELECT * FROM evaluation_scores ORDER BY evaluation_id, benchmark, metric") == before_scores);
     CHECK(f.rows("SELECT * FROM model_versions ORDER BY model_id, model_version") == before_versions);
@@ -370,7 +370,7 @@ TEST_CASE("migration: a version-4 store opens at version 5, its items without cl
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
     // The rows are as they were, with a NULL clusters_json after them.
     std::string expect;
     for (size_t p = 0, q; (q = before_items.find('\n', p)) != std::string::npos; p = q + 1)
@@ -433,7 +433,7 @@ TEST_CASE("migration: a version-5 store opens at version 6: alerts get revision 
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n");
+    CHECK(f.rows("SELECT version FROM schema_version ORDER BY version") == "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n");
     // revision 0 (v6), no end (v7).
     CHECK(f.rows("SELECT * FROM alerts WHERE kind != 'diagnosis' ORDER BY alert_id") ==
           with_column(with_column(before, "0"), "NULL"));
@@ -597,8 +597,8 @@ std::string encoding1_block(const std::vector<std::tuple<int64_t, int32_t, doubl
 }
 
 TEST_CASE(
-    "migration: a version-8 store opens at version 9: its GPU blocks of fixed records still read, new ones are "
-    "columns") {
+    "migration: a version-8 store opens at the current version: its GPU blocks of fixed records still read, new "
+    "ones are compact columns") {
   std::string dir = fresh_dir("migrate-v8");
   std::string db = dir + "/v8.db";
   { store::sqlite::open(db, store::OpenMode::kReadWrite, 8); }
@@ -616,11 +616,12 @@ TEST_CASE(
         hex + "')");
   }
   store::Store s = store::open_store(url_of(db));
-  CHECK(s.schema_version == 9);
+  CHECK(s.schema_version == store::sqlite::kSchemaVersion);
   {
     SqliteFile f(db);
-    CHECK(f.rows("SELECT version, description FROM schema_version WHERE version = 9") ==
-          "9|GPU sample blocks as columns (gpu_sample_blocks.encoding)\n");
+    CHECK(f.rows("SELECT version, description FROM schema_version WHERE version >= 9") ==
+          "9|GPU sample blocks as columns (gpu_sample_blocks.encoding)\n"
+          "10|GPU sample blocks as compact columns (gpu_sample_blocks.encoding 3)\n");
     CHECK(f.rows("SELECT node, encoding FROM gpu_sample_blocks") == "node-8|1\n");
   }
   auto old_rows = s.metrics->gpu_samples({"node-8"}, INT64_MIN, INT64_MAX);
@@ -634,8 +635,9 @@ TEST_CASE(
   CHECK_FALSE(old_rows[0].sample.has(Gpu::F::util_pct));
   CHECK(old_rows[2].kept_for == "failure");
 
-  // New blocks are columns: the same samples read back, presence and all,
-  // fields no sample has taking no room, and samples of mixed presence kept apart.
+  // New blocks are compact columns (encoding 3): the same samples read back,
+  // presence and all, fields no sample has taking no room, and samples of
+  // mixed presence kept apart.
   store::MetricBatch mb;
   auto sample = [](int64_t t, int32_t gpu, double util, std::optional<int64_t> xid) {
     store::GpuSampleRow r;
@@ -654,8 +656,10 @@ TEST_CASE(
   s.metrics->write(mb);
   {
     SqliteFile f(db);
+    // Header 12; times 300, +0, +100 (8 + 1 + 2); GPUs 0, 1, 0 (3); presences
+    // util_pct, util_pct and xid, util_pct (1 + 2 + 1); util_pct and xid, 3 values each.
     CHECK(f.rows("SELECT node, encoding, samples, length(data) FROM gpu_sample_blocks ORDER BY node") ==
-          "node-8|1|3|264\nnode-9|2|3|" + std::to_string(8 + 3 * (8 + 4 + 4) + 2 * 3 * 8) + "\n");
+          "node-8|1|3|264\nnode-9|3|3|" + std::to_string(12 + 11 + 3 + 4 + 2 * 3 * 8) + "\n");
   }
   auto new_rows = s.metrics->gpu_samples({"node-9"}, INT64_MIN, INT64_MAX);
   REQUIRE(new_rows.size() == 3);

@@ -69,7 +69,7 @@ TEST_CASE("store flags: replay --store sqlite:///ABSOLUTE/PATH.db, then serve --
   CHECK(v.find("runs")->items[0].find("runId")->text == "golden-straggler");
   auto health = client.Get("/v1/health");
   REQUIRE(health);
-  CHECK(health->body == "{\"status\":\"ok\",\"schemaVersion\":9}");
+  CHECK(health->body == "{\"status\":\"ok\",\"schemaVersion\":10}");
   kill(serve, SIGINT);
   CHECK(wait_exit(serve) == 0);
 

@@ -1,0 +1,221 @@
+#include "store/sqlite/gpu_blocks.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <random>
+
+#include "store/sqlite/sqlite_store.h"
+#include "tests/store/store_scenarios.h"
+
+using namespace runlens;
+using store::GpuSampleRow;
+using testing::SqliteFile;
+namespace sq = store::sqlite;
+
+namespace {
+
+GpuSampleRow sample(int64_t t, int32_t gpu) {
+  GpuSampleRow r;
+  r.time_ns = t;
+  r.kept_for = "recent";
+  r.sample.node = Symbol::intern("gpu-node-7");
+  r.sample.gpu = gpu;
+  r.sample.set_present(Gpu::F::node);
+  r.sample.set_present(Gpu::F::gpu);
+  return r;
+}
+
+// What dcgm-exporter reports: noisy util, temperature and power, a clock and
+// memory that hold still. 8 GPUs x 14 samples, the GPUs of a time together.
+std::vector<GpuSampleRow> dcgm_block(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> noise(0, 1);
+  std::vector<GpuSampleRow> rows;
+  for (int step = 0; step < 14; ++step) {
+    const int64_t t = 1767225608220298101 + step * int64_t{3211285582};
+    for (int g = 0; g < 8; ++g) {
+      GpuSampleRow r = sample(t, g);
+      r.sample.util_pct = 92 + noise(rng), r.sample.set_present(Gpu::F::util_pct);
+      r.sample.temp_c = 68 + noise(rng), r.sample.set_present(Gpu::F::temp_c);
+      r.sample.power_w = 660 + noise(rng), r.sample.set_present(Gpu::F::power_w);
+      r.sample.sm_clock_mhz = 1980, r.sample.set_present(Gpu::F::sm_clock_mhz);
+      r.sample.mem_used_bytes = 82678120448, r.sample.set_present(Gpu::F::mem_used_bytes);
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+// Every kind of value a block must keep bit for bit, presence varying from
+// sample to sample, times out of order and at the ends of int64.
+std::vector<GpuSampleRow> odd_block() {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const int64_t times[] = {0, INT64_MAX, INT64_MIN, -5, 7, 7, 1767225608220298101};
+  const double values[] = {nan, -0.0, inf, -inf, 1e-310, 92.5, 0.0};
+  std::vector<GpuSampleRow> rows;
+  for (size_t i = 0; i < std::size(times); ++i) {
+    GpuSampleRow r = sample(times[i], i % 2 ? -3 : INT32_MAX - static_cast<int32_t>(i));
+    if (i % 3 != 1) r.sample.util_pct = values[i], r.sample.set_present(Gpu::F::util_pct);
+    r.sample.sm_active_pct = values[(i + 1) % std::size(values)], r.sample.set_present(Gpu::F::sm_active_pct);
+    if (i == 4) r.sample.xid = 79, r.sample.set_present(Gpu::F::xid);
+    r.sample.throttle_reasons = INT64_MIN + static_cast<int64_t>(i), r.sample.set_present(Gpu::F::throttle_reasons);
+    if (i % 2) r.sample.ecc_dbe_total = -1, r.sample.set_present(Gpu::F::ecc_dbe_total);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+std::vector<const GpuSampleRow*> pointers(const std::vector<GpuSampleRow>& rows) {
+  std::vector<const GpuSampleRow*> out;
+  for (const auto& r : rows) out.push_back(&r);
+  return out;
+}
+
+// The nine kept fields, bit for bit (NaN included), and what is present.
+void check_same(const std::vector<GpuSampleRow>& got, const std::vector<GpuSampleRow>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    CAPTURE(i);
+    const Gpu& a = got[i].sample;
+    const Gpu& b = want[i].sample;
+    CHECK(got[i].time_ns == want[i].time_ns);
+    CHECK(got[i].kept_for == want[i].kept_for);
+    CHECK(a.node == b.node);
+    CHECK(a.gpu == b.gpu);
+    CHECK(a.present == b.present);
+    const double reals_a[] = {a.util_pct, a.sm_active_pct, a.temp_c, a.power_w, a.sm_clock_mhz};
+    const double reals_b[] = {b.util_pct, b.sm_active_pct, b.temp_c, b.power_w, b.sm_clock_mhz};
+    const Gpu::F real_f[] = {Gpu::F::util_pct, Gpu::F::sm_active_pct, Gpu::F::temp_c, Gpu::F::power_w,
+                             Gpu::F::sm_clock_mhz};
+    for (int f = 0; f < 5; ++f) {
+      if (b.has(real_f[f])) CHECK(std::memcmp(&reals_a[f], &reals_b[f], 8) == 0);
+    }
+    if (b.has(Gpu::F::mem_used_bytes)) CHECK(a.mem_used_bytes == b.mem_used_bytes);
+    if (b.has(Gpu::F::throttle_reasons)) CHECK(a.throttle_reasons == b.throttle_reasons);
+    if (b.has(Gpu::F::xid)) CHECK(a.xid == b.xid);
+    if (b.has(Gpu::F::ecc_dbe_total)) CHECK(a.ecc_dbe_total == b.ecc_dbe_total);
+  }
+}
+
+std::vector<GpuSampleRow> unpack(int64_t encoding, const std::string& data, int64_t n) {
+  std::vector<GpuSampleRow> out;
+  REQUIRE(sq::unpack_gpu_block(encoding, data, n, Symbol::intern("gpu-node-7"), "recent", &out));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("GPU blocks: compact and column encodings give back every sample bit for bit") {
+  const std::vector<std::vector<GpuSampleRow>> blocks = {dcgm_block(1), odd_block(), {sample(42, 0)}, {}};
+  for (const auto& rows : blocks) {
+    CAPTURE(rows.size());
+    std::string compact, columns;
+    sq::pack_gpu_compact(&compact, pointers(rows));
+    sq::pack_gpu_columns(&columns, pointers(rows));
+    const auto n = static_cast<int64_t>(rows.size());
+    check_same(unpack(sq::kGpuCompact, compact, n), rows);
+    check_same(unpack(sq::kGpuColumns, columns, n), rows);
+  }
+}
+
+TEST_CASE("GPU blocks: a dcgm-exporter block takes about half the bytes of columns") {
+  const auto rows = dcgm_block(2);
+  std::string compact, columns;
+  sq::pack_gpu_compact(&compact, pointers(rows));
+  sq::pack_gpu_columns(&columns, pointers(rows));
+  CHECK(columns.size() == 8 + rows.size() * 52);
+  // Header 12, the first time 8; per sample a time difference (1 byte within
+  // a time, 5 to the next), a GPU (1) and three noisy fields (24); the clock
+  // and memory once (16).
+  CHECK(compact.size() == 12 + 8 + (rows.size() - 14) * 1 + 13 * 5 + rows.size() * (1 + 24) + 16);
+  CHECK(compact.size() * 100 < columns.size() * 55);
+}
+
+TEST_CASE("GPU blocks: damaged bytes, a wrong count or an unknown encoding are refused, never misread past the end") {
+  const auto rows = odd_block();
+  std::string compact;
+  sq::pack_gpu_compact(&compact, pointers(rows));
+  const auto n = static_cast<int64_t>(rows.size());
+  const Symbol node = Symbol::intern("gpu-node-7");
+  std::vector<GpuSampleRow> out(1, sample(1, 1));  // what a reader held before stays as it was
+  for (int64_t wrong : {int64_t{-1}, int64_t{0}, n - 1, n + 1, int64_t{1} << 40}) {
+    CAPTURE(wrong);
+    CHECK_FALSE(sq::unpack_gpu_block(sq::kGpuCompact, compact, wrong, node, "recent", &out));
+    CHECK(out.size() == 1);
+  }
+  for (int64_t encoding : {int64_t{0}, int64_t{4}, int64_t{-1}}) {
+    CHECK_FALSE(sq::unpack_gpu_block(encoding, compact, n, node, "recent", &out));
+  }
+  // Every truncation: refused (each copy lives on the heap at its own size).
+  for (size_t len = 0; len < compact.size(); ++len) {
+    CAPTURE(len);
+    std::vector<char> cut(compact.begin(), compact.begin() + static_cast<std::ptrdiff_t>(len));
+    CHECK_FALSE(
+        sq::unpack_gpu_block(sq::kGpuCompact, std::string_view(cut.data(), cut.size()), n, node, "recent", &out));
+    CHECK(out.size() == 1);
+  }
+  // Every byte changed: refused, or n samples (a value's byte changed is another valid block).
+  for (size_t i = 0; i < compact.size(); ++i) {
+    for (int bits : {0x01, 0x80, 0xFF}) {
+      std::string bad = compact;
+      bad[i] = static_cast<char>(bad[i] ^ bits);
+      std::vector<GpuSampleRow> got;
+      if (sq::unpack_gpu_block(sq::kGpuCompact, bad, n, node, "recent", &got)) {
+        CHECK(got.size() == rows.size());
+      } else {
+        CHECK(got.empty());
+      }
+    }
+  }
+  // Extra bytes at the end are not a block of n samples either.
+  CHECK_FALSE(sq::unpack_gpu_block(sq::kGpuCompact, compact + std::string(1, '\0'), n, node, "recent", &out));
+}
+
+TEST_CASE("GPU blocks: a version-9 store's column blocks read after it is migrated, next to new compact ones") {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("runlens-gpu-blocks-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string db = dir + "/v9.db";
+  { sq::open(db, store::OpenMode::kReadWrite, 9); }
+  const auto old_rows = dcgm_block(3);
+  {
+    std::string blob;
+    sq::pack_gpu_columns(&blob, pointers(old_rows));
+    std::string hex;
+    for (unsigned char c : blob) {
+      hex += "0123456789abcdef"[c >> 4];
+      hex += "0123456789abcdef"[c & 15];
+    }
+    SqliteFile f(db);
+    f.exec(
+        "INSERT INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data, encoding) "
+        "VALUES ('gpu-node-7', " +
+        std::to_string(old_rows.front().time_ns) + ", " + std::to_string(old_rows.back().time_ns) + ", 'recent', " +
+        std::to_string(old_rows.size()) + ", X'" + hex + "', 2)");
+  }
+  store::Store s = store::open_store("sqlite://" + db);
+  CHECK(s.schema_version == sq::kSchemaVersion);
+  std::vector<GpuSampleRow> later;
+  for (int g = 0; g < 8; ++g) {
+    GpuSampleRow r = sample(old_rows.back().time_ns + 1000, g);
+    r.sample.temp_c = 70, r.sample.set_present(Gpu::F::temp_c);
+    later.push_back(r);
+  }
+  store::MetricBatch mb;
+  mb.gpu_samples = later;
+  s.metrics->write(mb);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT encoding, samples FROM gpu_sample_blocks ORDER BY first_ns") == "2|112\n3|8\n");
+  }
+  auto want = old_rows;
+  want.insert(want.end(), later.begin(), later.end());
+  check_same(s.metrics->gpu_samples({"gpu-node-7"}, INT64_MIN, INT64_MAX), want);
+  std::filesystem::remove_all(dir);
+}
