@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 namespace runlens::store::sqlite {
 
@@ -22,72 +23,39 @@ uint32_t presence(const Gpu& g) {
   return present;
 }
 
+// Field i of `g`: where its 8 bytes are (f64 or i64).
+template <class G>
+std::conditional_t<std::is_const_v<G>, const void*, void*> field_at(G& g, int i) {
+  switch (i) {
+    case 0:
+      return &g.util_pct;
+    case 1:
+      return &g.sm_active_pct;
+    case 2:
+      return &g.temp_c;
+    case 3:
+      return &g.power_w;
+    case 4:
+      return &g.sm_clock_mhz;
+    case 5:
+      return &g.mem_used_bytes;
+    case 6:
+      return &g.throttle_reasons;
+    case 7:
+      return &g.xid;
+    default:
+      return &g.ecc_dbe_total;
+  }
+}
+static_assert(sizeof(Gpu::util_pct) == 8 && sizeof(Gpu::mem_used_bytes) == 8, "fields are stored as 8 bytes");
+
 // Field i's value as its 8 stored bytes (0 when the sample lacks it).
 uint64_t field_bits(const Gpu& g, int i) {
   uint64_t bits = 0;
-  if (!g.has(kGpuFields[i])) return 0;
-  switch (i) {
-    case 0:
-      std::memcpy(&bits, &g.util_pct, 8);
-      break;
-    case 1:
-      std::memcpy(&bits, &g.sm_active_pct, 8);
-      break;
-    case 2:
-      std::memcpy(&bits, &g.temp_c, 8);
-      break;
-    case 3:
-      std::memcpy(&bits, &g.power_w, 8);
-      break;
-    case 4:
-      std::memcpy(&bits, &g.sm_clock_mhz, 8);
-      break;
-    case 5:
-      std::memcpy(&bits, &g.mem_used_bytes, 8);
-      break;
-    case 6:
-      std::memcpy(&bits, &g.throttle_reasons, 8);
-      break;
-    case 7:
-      std::memcpy(&bits, &g.xid, 8);
-      break;
-    default:
-      std::memcpy(&bits, &g.ecc_dbe_total, 8);
-      break;
-  }
+  if (g.has(kGpuFields[i])) std::memcpy(&bits, field_at(g, i), 8);
   return bits;
 }
-void set_field_bits(Gpu& g, int i, uint64_t bits) {
-  switch (i) {
-    case 0:
-      std::memcpy(&g.util_pct, &bits, 8);
-      break;
-    case 1:
-      std::memcpy(&g.sm_active_pct, &bits, 8);
-      break;
-    case 2:
-      std::memcpy(&g.temp_c, &bits, 8);
-      break;
-    case 3:
-      std::memcpy(&g.power_w, &bits, 8);
-      break;
-    case 4:
-      std::memcpy(&g.sm_clock_mhz, &bits, 8);
-      break;
-    case 5:
-      std::memcpy(&g.mem_used_bytes, &bits, 8);
-      break;
-    case 6:
-      std::memcpy(&g.throttle_reasons, &bits, 8);
-      break;
-    case 7:
-      std::memcpy(&g.xid, &bits, 8);
-      break;
-    default:
-      std::memcpy(&g.ecc_dbe_total, &bits, 8);
-      break;
-  }
-}
+void set_field_bits(Gpu& g, int i, uint64_t bits) { std::memcpy(field_at(g, i), &bits, 8); }
 
 // Writes into a buffer sized beforehand.
 struct Writer {

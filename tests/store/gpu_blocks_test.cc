@@ -14,21 +14,13 @@
 
 using namespace runlens;
 using store::GpuSampleRow;
+using testing::sql_blob;
 using testing::SqliteFile;
 namespace sq = store::sqlite;
 
 namespace {
 
-GpuSampleRow sample(int64_t t, int32_t gpu) {
-  GpuSampleRow r;
-  r.time_ns = t;
-  r.kept_for = "recent";
-  r.sample.node = Symbol::intern("gpu-node-7");
-  r.sample.gpu = gpu;
-  r.sample.set_present(Gpu::F::node);
-  r.sample.set_present(Gpu::F::gpu);
-  return r;
-}
+GpuSampleRow sample(int64_t t, int32_t gpu) { return testing::gpu_row("gpu-node-7", t, gpu); }
 
 // What dcgm-exporter reports: noisy util, temperature and power, a clock and
 // memory that hold still. 8 GPUs x 14 samples, the GPUs of a time together.
@@ -187,17 +179,12 @@ TEST_CASE("GPU blocks: a version-9 store's column blocks read after it is migrat
   {
     std::string blob;
     sq::pack_gpu_columns(&blob, pointers(old_rows));
-    std::string hex;
-    for (unsigned char c : blob) {
-      hex += "0123456789abcdef"[c >> 4];
-      hex += "0123456789abcdef"[c & 15];
-    }
     SqliteFile f(db);
     f.exec(
         "INSERT INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data, encoding) "
         "VALUES ('gpu-node-7', " +
         std::to_string(old_rows.front().time_ns) + ", " + std::to_string(old_rows.back().time_ns) + ", 'recent', " +
-        std::to_string(old_rows.size()) + ", X'" + hex + "', 2)");
+        std::to_string(old_rows.size()) + ", " + sql_blob(blob) + ", 2)");
   }
   store::Store s = store::open_store("sqlite://" + db);
   CHECK(s.schema_version == sq::kSchemaVersion);

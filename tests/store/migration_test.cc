@@ -604,16 +604,11 @@ TEST_CASE(
   { store::sqlite::open(db, store::OpenMode::kReadWrite, 8); }
   {
     std::string blob = encoding1_block({{100, 0, 61.5, 0}, {100, 1, 62.5, 79}, {200, 0, 63.5, 0}});
-    std::string hex;
-    for (unsigned char c : blob) {
-      hex += "0123456789abcdef"[c >> 4];
-      hex += "0123456789abcdef"[c & 15];
-    }
     SqliteFile f(db);
     f.exec(
         "INSERT INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data) "
-        "VALUES ('node-8', 100, 200, 'failure', 3, X'" +
-        hex + "')");
+        "VALUES ('node-8', 100, 200, 'failure', 3, " +
+        sql_blob(blob) + ")");
   }
   store::Store s = store::open_store(url_of(db));
   CHECK(s.schema_version == store::sqlite::kSchemaVersion);
@@ -640,13 +635,7 @@ TEST_CASE(
   // mixed presence kept apart.
   store::MetricBatch mb;
   auto sample = [](int64_t t, int32_t gpu, double util, std::optional<int64_t> xid) {
-    store::GpuSampleRow r;
-    r.time_ns = t;
-    r.kept_for = "recent";
-    r.sample.node = Symbol::intern("node-9");
-    r.sample.gpu = gpu;
-    r.sample.set_present(Gpu::F::node);
-    r.sample.set_present(Gpu::F::gpu);
+    store::GpuSampleRow r = gpu_row("node-9", t, gpu);
     r.sample.util_pct = util;
     r.sample.set_present(Gpu::F::util_pct);
     if (xid) r.sample.xid = *xid, r.sample.set_present(Gpu::F::xid);

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/synth/synth.h"
@@ -136,6 +137,28 @@ inline RunSummary replay_into(const std::vector<std::string>& inputs, const std:
 }
 
 // --- reading SQLite files directly ---
+
+// A GPU sample row of `node` with only its GPU (and node) present.
+inline store::GpuSampleRow gpu_row(const char* node, int64_t t, int32_t gpu, std::string kept_for = "recent") {
+  store::GpuSampleRow r;
+  r.time_ns = t;
+  r.kept_for = std::move(kept_for);
+  r.sample.node = Symbol::intern(node);
+  r.sample.gpu = gpu;
+  r.sample.set_present(Gpu::F::node);
+  r.sample.set_present(Gpu::F::gpu);
+  return r;
+}
+
+// Bytes as an SQL blob literal, X'..'.
+inline std::string sql_blob(std::string_view bytes) {
+  std::string out = "X'";
+  for (unsigned char c : bytes) {
+    out += "0123456789abcdef"[c >> 4];
+    out += "0123456789abcdef"[c & 15];
+  }
+  return out + "'";
+}
 
 class SqliteFile {
  public:
