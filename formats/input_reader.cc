@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <iostream>
 #include <iterator>
+#include <mutex>
+#include <thread>
 
 #include "formats/capnp_codec.h"
 #include "formats/jsonl_codec.h"
@@ -94,17 +97,97 @@ void dead_letter(runtime::DeadLetterSink& dl, const std::string& component, std:
   dl.write(d);
 }
 
+// One line of a JSONL call: its text and its number in the file.
+struct Line {
+  std::string_view text;
+  uint64_t number;
+};
+// A line that did not decode: its index in the call's lines and the reason.
+struct Failure {
+  size_t index;
+  std::string why;
+};
+
+void decode_lines(const Line* lines, size_t n, Record* rows, size_t index_base, std::vector<Failure>* failed) {
+  std::string why;
+  for (size_t i = 0; i < n; ++i) {
+    if (!jsonl::decode_record(lines[i].text, &rows[i], &why)) failed->push_back({index_base + i, why});
+  }
+}
+
+// A thread that decodes the second half of a call's lines while the reader's
+// own thread decodes the first: decoding is most of a JSONL replay's source
+// thread, the critical path of the replay (docs/performance.md).
+class HalfDecoder {
+ public:
+  HalfDecoder() : thread_([this] { loop(); }) {}
+  ~HalfDecoder() {
+    {
+      std::lock_guard l(mu_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  // Decodes lines[0, n) into rows[0, n) on the thread; failures (indexes from
+  // index_base) go to `failed`. Everything must stay put until wait().
+  void start(const Line* lines, size_t n, Record* rows, size_t index_base, std::vector<Failure>* failed) {
+    {
+      std::lock_guard l(mu_);
+      job_ = {lines, n, rows, index_base, failed};
+      pending_ = true;
+    }
+    wake_.notify_one();
+  }
+  void wait() {
+    std::unique_lock l(mu_);
+    done_cv_.wait(l, [&] { return !pending_; });
+  }
+
+ private:
+  struct Job {
+    const Line* lines = nullptr;
+    size_t n = 0;
+    Record* rows = nullptr;
+    size_t index_base = 0;
+    std::vector<Failure>* failed = nullptr;
+  };
+  void loop() {
+    std::unique_lock l(mu_);
+    for (;;) {
+      wake_.wait(l, [&] { return pending_ || stop_; });
+      if (stop_) return;
+      Job j = job_;
+      l.unlock();
+      decode_lines(j.lines, j.n, j.rows, j.index_base, j.failed);
+      l.lock();
+      pending_ = false;
+      done_cv_.notify_one();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable wake_, done_cv_;
+  Job job_;
+  bool pending_ = false, stop_ = false;
+  std::thread thread_;
+};
+
 class JsonlReader final : public InputReader {
  public:
-  JsonlReader(std::string path, std::unique_ptr<Bytes> bytes) : path_(std::move(path)), bytes_(std::move(bytes)) {}
+  JsonlReader(std::string path, std::unique_ptr<Bytes> bytes, int decode_threads)
+      : path_(std::move(path)), bytes_(std::move(bytes)) {
+    // Worth a thread only for a file of many batches.
+    if (decode_threads > 1 && bytes_->size() >= (4u << 20)) helper_ = std::make_unique<HalfDecoder>();
+  }
 
   bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
             const std::string& component, std::vector<ProgressSegment>*) override {
     const char* d = bytes_->data();
     size_t n = bytes_->size();
-    size_t produced = 0;
-    std::string why;
-    while (pos_ < n && produced < max_rows) {
+    // The call's lines first (up to max_rows that are not blank), then their rows.
+    lines_.clear();
+    while (pos_ < n && lines_.size() < max_rows) {
       const void* nl = std::memchr(d + pos_, '\n', n - pos_);
       size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - d) : n;
       std::string_view line(d + pos_, end - pos_);
@@ -112,17 +195,36 @@ class JsonlReader final : public InputReader {
       ++line_no_;
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-      // Decoded in place: a Record is large enough that moving it in shows.
-      rows->emplace_back();
-      if (!jsonl::decode_record(line, &rows->back(), &why)) {
-        rows->pop_back();
+      lines_.push_back({line, line_no_});
+    }
+    const size_t count = lines_.size(), first = rows->size();
+    // Decoded in place: a Record is large enough that moving it in shows.
+    rows->resize(first + count);
+    failed_.clear();
+    const size_t half = helper_ && count >= kParallelLines ? count / 2 : count;
+    if (half < count) helper_->start(lines_.data() + half, count - half, rows->data() + first + half, half, &failed_2_);
+    decode_lines(lines_.data(), half, rows->data() + first, 0, &failed_);
+    if (half < count) {
+      helper_->wait();
+      failed_.insert(failed_.end(), std::make_move_iterator(failed_2_.begin()),
+                     std::make_move_iterator(failed_2_.end()));
+      failed_2_.clear();
+    }
+    // The lines that did not decode leave their slots and are dead-lettered, in line order.
+    size_t out = first, f = 0;
+    for (size_t i = 0; i < count; ++i) {
+      if (f < failed_.size() && failed_[f].index == i) {
         ++dead_;
-        dead_letter(dl, component, path_ + ":" + std::to_string(line_no_), why, line);
+        dead_letter(dl, component, path_ + ":" + std::to_string(lines_[i].number), std::move(failed_[f].why),
+                    lines_[i].text);
+        ++f;
         continue;
       }
-      positions->push_back(line_no_);
-      ++produced;
+      if (out != first + i) (*rows)[out] = std::move((*rows)[first + i]);
+      positions->push_back(lines_[i].number);
+      ++out;
     }
+    rows->resize(out);
     bytes_->consumed(std::min(pos_, n));
     return pos_ < n;
   }
@@ -135,11 +237,16 @@ class JsonlReader final : public InputReader {
   uint64_t bytes() const override { return bytes_->size(); }
 
  private:
+  static constexpr size_t kParallelLines = 256;  // below it, the hand-over costs more than half the decoding
+
   std::string path_;
   std::unique_ptr<Bytes> bytes_;
   size_t pos_ = 0;
   uint64_t line_no_ = 0;
   uint64_t dead_ = 0;
+  std::vector<Line> lines_;
+  std::vector<Failure> failed_, failed_2_;
+  std::unique_ptr<HalfDecoder> helper_;
 };
 
 class RecordingReader final : public InputReader {
@@ -232,7 +339,7 @@ class RecordingReader final : public InputReader {
 
 }  // namespace
 
-std::unique_ptr<InputReader> InputReader::open(const std::string& path, std::string* error) {
+std::unique_ptr<InputReader> InputReader::open(const std::string& path, std::string* error, int decode_threads) {
   auto bytes = std::make_unique<Bytes>();
   if (!bytes->load(path, error)) return nullptr;
   // A recording is recognised by its magic, also when only part of the header survived.
@@ -240,7 +347,7 @@ std::unique_ptr<InputReader> InputReader::open(const std::string& path, std::str
   if (probe >= 4 && std::memcmp(bytes->data(), recording::kMagic, probe) == 0) {
     return std::make_unique<RecordingReader>(path, std::move(bytes));
   }
-  return std::make_unique<JsonlReader>(path, std::move(bytes));
+  return std::make_unique<JsonlReader>(path, std::move(bytes), decode_threads);
 }
 
 }  // namespace runlens

@@ -60,7 +60,7 @@ class FileSource final : public runtime::SourceDef<Record> {
     uint64_t total_bytes = 0;
     for (const auto& p : o_.paths) {
       std::string error;
-      auto r = InputReader::open(p, &error);
+      auto r = InputReader::open(p, &error, decode_threads());
       if (!r) throw runtime::ConfigError({runtime::Diagnostic{{}, "", error}});
       total_bytes += r->bytes();
       Input in;
@@ -194,6 +194,11 @@ class FileSource final : public runtime::SourceDef<Record> {
   }
 
  private:
+  // A JSONL file's lines are decoded on two threads at --speed max on more
+  // than one core: its decoding is then the replay's critical path. Paced, the
+  // source mostly waits.
+  int decode_threads() const { return o_.speed == 0 && std::thread::hardware_concurrency() > 1 ? 2 : 1; }
+
   // Makes sure `in` has a row to give (reading more if needed); false at its end.
   bool fill(Input& in, runtime::SourceOutput<Record>& out) {
     while (in.next >= in.rows.size() && in.segment >= in.segments.size()) {

@@ -307,6 +307,7 @@ TEST_CASE("jsonl fast decode: a synthetic run with faults, every line through th
 
 // The JSONL reader, which decodes through the fast pass, against the DOM decoder line by line: the same rows,
 // the same dead-letter positions and reasons, on a synthetic run with damaged, truncated, blank and padded lines.
+// Read on one thread and on two (the second decoding half of each call's lines), in calls of several sizes.
 TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM decoder's, line by line") {
   struct Collect : runtime::DeadLetterSink {
     std::vector<runtime::DeadLetter> letters;
@@ -315,7 +316,7 @@ TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM dec
   auto dir = std::filesystem::temp_directory_path();
   std::string tag = std::to_string(::getpid());
   auto clean = dir / ("jsonl_fast_reader_" + tag + ".jsonl"), damaged = dir / ("jsonl_fast_damaged_" + tag + ".jsonl");
-  REQUIRE(std::system((std::string(RUNLENS_BINARY) + " synth --ranks 8 --steps 40 --gpu-every 1 --out " +
+  REQUIRE(std::system((std::string(RUNLENS_BINARY) + " synth --ranks 64 --steps 150 --gpu-every 1 --out " +
                        clean.string() + " --fault nan:step=20 >/dev/null 2>&1")
                           .c_str()) == 0);
   std::ifstream in(clean);
@@ -350,31 +351,39 @@ TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM dec
     if (jsonl::decode_record_dom(line, &r, &why)) {
       want_rows.push_back(std::to_string(i + 1) + " " + jsonl::encode_record(r));
     } else {
-      want_letters.push_back(damaged.string() + ":" + std::to_string(i + 1) + " " + why);
+      want_letters.push_back(damaged.string() + ":" + std::to_string(i + 1) + " " + why + " | " +
+                             std::string(line.substr(0, 4096)));
     }
   }
-  std::string error;
-  auto reader = InputReader::open(damaged.string(), &error);
-  REQUIRE_MESSAGE(reader, error);
-  Collect dl;
-  std::vector<std::string> got_rows, got_letters;
-  for (bool more = true; more;) {
-    std::vector<Record> rows;
-    std::vector<uint64_t> positions;
-    more = reader->next(&rows, &positions, 100, dl, "test", nullptr);
-    REQUIRE(rows.size() == positions.size());
-    for (size_t k = 0; k < rows.size(); ++k) {
-      got_rows.push_back(std::to_string(positions[k]) + " " + jsonl::encode_record(rows[k]));
+  // Two decoding threads only pay off for a file of several MiB (formats/input_reader.cc).
+  CHECK(std::filesystem::file_size(damaged) > (4u << 20));
+  CHECK(want_letters.size() > 20);
+  for (auto [threads, batch] : {std::pair{1, 100}, std::pair{2, 100}, std::pair{2, 1000}, std::pair{2, 4096}}) {
+    CAPTURE(threads);
+    CAPTURE(batch);
+    std::string error;
+    auto reader = InputReader::open(damaged.string(), &error, threads);
+    REQUIRE_MESSAGE(reader, error);
+    Collect dl;
+    std::vector<std::string> got_rows, got_letters;
+    for (bool more = true; more;) {
+      std::vector<Record> rows;
+      std::vector<uint64_t> positions;
+      more = reader->next(&rows, &positions, batch, dl, "test", nullptr);
+      REQUIRE(rows.size() == positions.size());
+      CHECK(rows.size() <= batch);
+      for (size_t k = 0; k < rows.size(); ++k) {
+        got_rows.push_back(std::to_string(positions[k]) + " " + jsonl::encode_record(rows[k]));
+      }
     }
+    for (const auto& d : dl.letters) got_letters.push_back(d.position + " " + d.reason + " | " + d.raw);
+    MESSAGE(got_rows.size(), " rows, ", got_letters.size(), " dead letters");
+    CHECK(got_rows == want_rows);
+    CHECK(got_letters == want_letters);
+    CHECK(reader->dead_lettered() == want_letters.size());
   }
-  for (const auto& d : dl.letters) got_letters.push_back(d.position + " " + d.reason);
   std::filesystem::remove(clean);
   std::filesystem::remove(damaged);
-  MESSAGE(got_rows.size(), " rows, ", got_letters.size(), " dead letters");
-  CHECK(want_letters.size() > 20);
-  CHECK(got_rows == want_rows);
-  CHECK(got_letters == want_letters);
-  CHECK(reader->dead_lettered() == want_letters.size());
 }
 
 // The fast pass computes doubles itself where one floating-point operation is
