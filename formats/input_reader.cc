@@ -28,19 +28,13 @@ class Bytes {
   ~Bytes() {
     if (map_ && size_) munmap(map_, size_);
   }
-  bool load(const std::string& path, std::string* error) {
-    if (path == "-") {
-      buf_.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-      data_ = buf_.data(), size_ = buf_.size();
-      return true;
-    }
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return *error = "cannot open " + path + ": " + std::strerror(errno), false;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-      ::close(fd);
-      return *error = "cannot read " + path + ": not a regular file", false;
-    }
+  // Standard input, whole.
+  void load_stdin() {
+    buf_.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    data_ = buf_.data(), size_ = buf_.size();
+  }
+  // The file open as `fd` (which it closes), `st` its fstat.
+  bool load(int fd, const struct stat& st, const std::string& path, std::string* error) {
     if (S_ISREG(st.st_mode)) {
       size_ = static_cast<size_t>(st.st_size);
       if (size_ > 0) {
@@ -173,24 +167,45 @@ class HalfDecoder {
   std::thread thread_;
 };
 
+// A JSONL input's bytes: a regular file is read a window at a time into a
+// buffer the reader reuses (mapping it instead cost four times the CPU of
+// the line scan in page faults and TLB misses; docs/performance.md), a pipe
+// is held whole (Bytes).
 class JsonlReader final : public InputReader {
  public:
   JsonlReader(std::string path, std::unique_ptr<Bytes> bytes, int decode_threads)
       : path_(std::move(path)), bytes_(std::move(bytes)) {
-    // Worth a thread only for a file of many batches.
-    if (decode_threads > 1 && bytes_->size() >= (4u << 20)) helper_ = std::make_unique<HalfDecoder>();
+    d_ = bytes_->data();
+    len_ = total_ = bytes_->size();
+    eof_ = true;
+    start_helper(decode_threads);
+  }
+  // Takes `fd`, a regular file of `size` bytes.
+  JsonlReader(std::string path, int fd, uint64_t size, int decode_threads)
+      : path_(std::move(path)), fd_(fd), total_(size) {
+    start_helper(decode_threads);
+  }
+  ~JsonlReader() override {
+    if (fd_ >= 0) ::close(fd_);
   }
 
   bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
             const std::string& component, std::vector<ProgressSegment>*) override {
-    const char* d = bytes_->data();
-    size_t n = bytes_->size();
+    // A call's lines are views into the window, so it takes them from the
+    // window as it is; the window moves on between calls, while at least a
+    // call's worth is left in it, or when a line does not fit in what is.
+    if (!eof_ && len_ - pos_ < kRefillBelow) refill(dl, component);
     // The call's lines first (up to max_rows that are not blank), then their rows.
     lines_.clear();
-    while (pos_ < n && lines_.size() < max_rows) {
-      const void* nl = std::memchr(d + pos_, '\n', n - pos_);
-      size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - d) : n;
-      std::string_view line(d + pos_, end - pos_);
+    while (lines_.size() < max_rows && !(eof_ && pos_ >= len_)) {
+      const void* nl = std::memchr(d_ + pos_, '\n', len_ - pos_);
+      if (!nl && !eof_) {
+        if (!lines_.empty()) break;  // the rest of the window is the start of a line: the next call's
+        refill(dl, component);
+        continue;
+      }
+      size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - d_) : len_;
+      std::string_view line(d_ + pos_, end - pos_);
       pos_ = end + 1;
       ++line_no_;
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -225,23 +240,66 @@ class JsonlReader final : public InputReader {
       ++out;
     }
     rows->resize(out);
-    bytes_->consumed(std::min(pos_, n));
-    return pos_ < n;
+    if (bytes_) bytes_->consumed(std::min(pos_, len_));
+    return !(eof_ && pos_ >= len_);
   }
   std::string describe_position(uint64_t p) const override { return path_ + ":" + std::to_string(p); }
   const char* format() const override { return "jsonl"; }
   double progress() const override {
-    return bytes_->size() ? static_cast<double>(std::min(pos_, bytes_->size())) / bytes_->size() : 1.0;
+    return total_ ? std::min(1.0, static_cast<double>(base_ + std::min(pos_, len_)) / static_cast<double>(total_))
+                  : 1.0;
   }
   uint64_t dead_lettered() const override { return dead_; }
-  uint64_t bytes() const override { return bytes_->size(); }
+  uint64_t bytes() const override { return total_; }
 
  private:
   static constexpr size_t kParallelLines = 256;  // below it, the hand-over costs more than half the decoding
+  static constexpr size_t kWindow = 8u << 20;
+  static constexpr size_t kRefillBelow = 2u << 20;  // a call's lines: 4096 of 250 bytes are 1 MiB
+
+  void start_helper(int decode_threads) {
+    // Worth a thread only for a file of many batches.
+    if (decode_threads > 1 && total_ >= (4u << 20)) helper_ = std::make_unique<HalfDecoder>();
+  }
+
+  // Moves what is left of the window to the front of the buffer (growing it
+  // when that is all of it: a line longer than the window) and reads after it.
+  void refill(runtime::DeadLetterSink& dl, const std::string& component) {
+    const size_t keep = len_ - pos_;
+    if (buf_.size() < kWindow) buf_.resize(kWindow);
+    if (keep * 2 > buf_.size()) buf_.resize(std::max(buf_.size() * 2, keep * 2));
+    if (keep && pos_) std::memmove(buf_.data(), buf_.data() + pos_, keep);
+    base_ += pos_;
+    pos_ = 0;
+    len_ = keep;
+    d_ = buf_.data();
+    while (len_ < buf_.size()) {
+      ssize_t got = ::read(fd_, buf_.data() + len_, buf_.size() - len_);
+      if (got > 0) {
+        len_ += static_cast<size_t>(got);
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        // What was read stays; the rest of the file is one dead letter.
+        ++dead_;
+        dead_letter(dl, component, path_ + ":" + std::to_string(line_no_ + 1),
+                    std::string("cannot read further: ") + std::strerror(errno), {});
+      }
+      eof_ = true;
+      break;
+    }
+  }
 
   std::string path_;
-  std::unique_ptr<Bytes> bytes_;
-  size_t pos_ = 0;
+  std::unique_ptr<Bytes> bytes_;  // a pipe's bytes, whole
+  int fd_ = -1;                   // a regular file, read a window at a time
+  std::vector<char> buf_;
+  const char* d_ = "";
+  size_t len_ = 0, pos_ = 0;  // the window and where in it the next line starts
+  uint64_t base_ = 0;         // the window's offset in the file
+  uint64_t total_ = 0;
+  bool eof_ = false;
   uint64_t line_no_ = 0;
   uint64_t dead_ = 0;
   std::vector<Line> lines_;
@@ -341,7 +399,28 @@ class RecordingReader final : public InputReader {
 
 std::unique_ptr<InputReader> InputReader::open(const std::string& path, std::string* error, int decode_threads) {
   auto bytes = std::make_unique<Bytes>();
-  if (!bytes->load(path, error)) return nullptr;
+  if (path == "-") {
+    bytes->load_stdin();
+  } else {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return *error = "cannot open " + path + ": " + std::strerror(errno), nullptr;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      return *error = "cannot read " + path + ": not a regular file", nullptr;
+    }
+    // A regular file that is not a recording is JSONL, read a window at a time.
+    if (S_ISREG(st.st_mode)) {
+      char head[sizeof recording::kMagic];
+      ssize_t got = ::pread(fd, head, sizeof head, 0);
+      size_t probe = got > 0 ? static_cast<size_t>(got) : 0;
+      if (!(probe >= 4 && std::memcmp(head, recording::kMagic, probe) == 0)) {
+        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        return std::make_unique<JsonlReader>(path, fd, static_cast<uint64_t>(st.st_size), decode_threads);
+      }
+    }
+    if (!bytes->load(fd, st, path, error)) return nullptr;
+  }
   // A recording is recognised by its magic, also when only part of the header survived.
   size_t probe = std::min(bytes->size(), sizeof recording::kMagic);
   if (probe >= 4 && std::memcmp(bytes->data(), recording::kMagic, probe) == 0) {
