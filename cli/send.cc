@@ -345,10 +345,21 @@ int send(const SendFlags& f) {
     closed_all.store(true);
   });
   bool abandoned = false;
+  const int64_t flush_began = now_ns();
+  bool said_waiting = false;
   while (!closed_all.load()) {
     if (!interrupted && stop_requested()) {
       abandoned = interrupted = true;
       break;
+    }
+    // A receiver that does not read holds the close for up to --linger: say
+    // why nothing ends (once, after a second of it).
+    if (!said_waiting && now_ns() - flush_began > 1'000'000'000) {
+      said_waiting = true;
+      std::fprintf(stderr,
+                   "runlens send: %llu frames handed to the socket; waiting up to %.0f s (--linger) for the receiver "
+                   "to take what it still holds (Ctrl-C drops it)\n",
+                   static_cast<unsigned long long>(t.frames), linger_s);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

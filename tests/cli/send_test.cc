@@ -353,8 +353,10 @@ TEST_CASE("send: Ctrl-C while the final flush waits on a receiver that does not 
   std::string ep = stuck.get(zmq::sockopt::last_endpoint);
   // 400 frames of about 170 KB: far more than the receiver's buffers; all fit the send queue.
   pid_t send = spawn({"send", rec, "--to", ep, "--loops", "100", "--json"}, d + "/send.log");
-  REQUIRE(wait_for([&] { return read_file(d + "/send.log").find("sending ") != std::string::npos; }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // Handing 68 MB to the socket took over a second on a loaded host (349 of 400 frames in the first): wait until send
+  // says it is in the final flush.
+  REQUIRE(wait_for(
+      [&] { return read_file(d + "/send.log").find("400 frames handed to the socket") != std::string::npos; }));
   CHECK(read_file(d + "/send.log").find("\"frames\"") == std::string::npos);  // still flushing
   kill(send, SIGINT);
   auto t0 = std::chrono::steady_clock::now();
