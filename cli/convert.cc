@@ -1,7 +1,6 @@
 // runlens convert: JSONL <-> recording (output format by extension).
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include "cli/commands.h"
 #include "formats/input_reader.h"
@@ -24,7 +23,7 @@ class CountingDeadLetters final : public runtime::DeadLetterSink {
 int convert(const std::string& in, const std::string& out) {
   std::string error;
   // JSONL is decoded on two threads where there is a second core (the rows and dead letters are the same).
-  auto reader = InputReader::open(in, &error, std::thread::hardware_concurrency() > 1 ? 2 : 1);
+  auto reader = InputReader::open(in, &error, InputReader::parallel_decode_threads());
   if (!reader) {
     std::fprintf(stderr, "runlens convert: %s\n", error.c_str());
     return kExitFailure;

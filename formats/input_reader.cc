@@ -307,6 +307,12 @@ class JsonlReader final : public InputReader {
   std::unique_ptr<HalfDecoder> helper_;
 };
 
+// A recording is recognised by its magic, also when only part of the header survived.
+bool starts_as_recording(const char* head, size_t size) {
+  size_t probe = std::min(size, sizeof recording::kMagic);
+  return probe >= 4 && std::memcmp(head, recording::kMagic, probe) == 0;
+}
+
 class RecordingReader final : public InputReader {
  public:
   RecordingReader(std::string path, std::unique_ptr<Bytes> bytes) : path_(std::move(path)), bytes_(std::move(bytes)) {
@@ -397,6 +403,8 @@ class RecordingReader final : public InputReader {
 
 }  // namespace
 
+int InputReader::parallel_decode_threads() { return std::thread::hardware_concurrency() > 1 ? 2 : 1; }
+
 std::unique_ptr<InputReader> InputReader::open(const std::string& path, std::string* error, int decode_threads) {
   auto bytes = std::make_unique<Bytes>();
   if (path == "-") {
@@ -413,17 +421,14 @@ std::unique_ptr<InputReader> InputReader::open(const std::string& path, std::str
     if (S_ISREG(st.st_mode)) {
       char head[sizeof recording::kMagic];
       ssize_t got = ::pread(fd, head, sizeof head, 0);
-      size_t probe = got > 0 ? static_cast<size_t>(got) : 0;
-      if (!(probe >= 4 && std::memcmp(head, recording::kMagic, probe) == 0)) {
+      if (!starts_as_recording(head, got > 0 ? static_cast<size_t>(got) : 0)) {
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         return std::make_unique<JsonlReader>(path, fd, static_cast<uint64_t>(st.st_size), decode_threads);
       }
     }
     if (!bytes->load(fd, st, path, error)) return nullptr;
   }
-  // A recording is recognised by its magic, also when only part of the header survived.
-  size_t probe = std::min(bytes->size(), sizeof recording::kMagic);
-  if (probe >= 4 && std::memcmp(bytes->data(), recording::kMagic, probe) == 0) {
+  if (starts_as_recording(bytes->data(), bytes->size())) {
     return std::make_unique<RecordingReader>(path, std::move(bytes));
   }
   return std::make_unique<JsonlReader>(path, std::move(bytes), decode_threads);

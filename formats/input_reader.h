@@ -31,6 +31,8 @@ class InputReader {
   // the second on a thread of the reader's own (the rows, their order, the dead
   // letters and their order are the same as with 1).
   static std::unique_ptr<InputReader> open(const std::string& path, std::string* error, int decode_threads = 1);
+  // The decode_threads for a reader whose decoding is the critical path: 2 where there is a second core, else 1.
+  static int parallel_decode_threads();
 
   // Appends up to about `max_rows` rows to `rows`, and for each a position
   // token to `positions`, and (when `segments` is given) one segment per

@@ -197,7 +197,7 @@ class FileSource final : public runtime::SourceDef<Record> {
   // A JSONL file's lines are decoded on two threads at --speed max on more
   // than one core: its decoding is then the replay's critical path. Paced, the
   // source mostly waits.
-  int decode_threads() const { return o_.speed == 0 && std::thread::hardware_concurrency() > 1 ? 2 : 1; }
+  int decode_threads() const { return o_.speed == 0 ? InputReader::parallel_decode_threads() : 1; }
 
   // Makes sure `in` has a row to give (reading more if needed); false at its end.
   bool fill(Input& in, runtime::SourceOutput<Record>& out) {
