@@ -1,7 +1,6 @@
 #include "formats/input_reader.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,62 +21,25 @@ namespace {
 
 constexpr size_t kMaxRawBytes = 4096;
 
-// The bytes of a file: mapped when it is a regular file, read when it is a pipe.
+// The bytes of a pipe or standard input, whole (a regular file is read a
+// window at a time instead).
 class Bytes {
  public:
-  ~Bytes() {
-    if (map_ && size_) munmap(map_, size_);
-  }
-  // Standard input, whole.
-  void load_stdin() {
-    buf_.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    data_ = buf_.data(), size_ = buf_.size();
-  }
-  // The file open as `fd` (which it closes), `st` its fstat.
-  bool load(int fd, const struct stat& st, const std::string& path, std::string* error) {
-    if (S_ISREG(st.st_mode)) {
-      size_ = static_cast<size_t>(st.st_size);
-      if (size_ > 0) {
-        void* m = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (m == MAP_FAILED) {
-          ::close(fd);
-          return *error = "cannot map " + path + ": " + std::strerror(errno), false;
-        }
-        madvise(m, size_, MADV_SEQUENTIAL);
-        map_ = m;
-        data_ = static_cast<const char*>(m);
-      }
-    } else {
-      char chunk[1 << 16];
-      ssize_t n;
-      while ((n = ::read(fd, chunk, sizeof chunk)) > 0) buf_.append(chunk, static_cast<size_t>(n));
-      data_ = buf_.data(), size_ = buf_.size();
+  // Standard input.
+  void load_stdin() { buf_.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()); }
+  // What can be read from `fd`, which it closes.
+  void load(int fd) {
+    char chunk[1 << 16];
+    ssize_t n;
+    while ((n = ::read(fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) buf_.append(chunk, static_cast<size_t>(n));
     }
     ::close(fd);
-    return true;
   }
-  const char* data() const { return data_; }
-  size_t size() const { return size_; }
-
-  // Tells the kernel the bytes before `pos` are consumed: their pages leave
-  // the resident set, so memory stays flat however long the recording is.
-  // Every 8 MiB: up to that much of the file stays resident behind the
-  // reader (32 MiB made the peak RSS of a replay 10-18 MiB higher).
-  void consumed(size_t pos) {
-    if (!map_) return;
-    constexpr size_t kStep = 8u << 20;
-    size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    size_t upto = pos / page * page;
-    if (upto < released_ + kStep) return;
-    madvise(static_cast<char*>(map_) + released_, upto - released_, MADV_DONTNEED);
-    released_ = upto;
-  }
+  const char* data() const { return buf_.data(); }
+  size_t size() const { return buf_.size(); }
 
  private:
-  void* map_ = nullptr;
-  size_t released_ = 0;
-  const char* data_ = "";
-  size_t size_ = 0;
   std::string buf_;
 };
 
@@ -240,7 +202,6 @@ class JsonlReader final : public InputReader {
       ++out;
     }
     rows->resize(out);
-    if (bytes_) bytes_->consumed(std::min(pos_, len_));
     return !(eof_ && pos_ >= len_);
   }
   std::string describe_position(uint64_t p) const override { return path_ + ":" + std::to_string(p); }
@@ -253,8 +214,8 @@ class JsonlReader final : public InputReader {
   uint64_t bytes() const override { return total_; }
 
  private:
-  static constexpr size_t kParallelLines = 256;  // below it, the hand-over costs more than half the decoding
-  static constexpr size_t kWindow = 8u << 20;
+  static constexpr size_t kParallelLines = 256;     // below it, the hand-over costs more than half the decoding
+  static constexpr size_t kWindow = 4u << 20;       // 8 MiB held 5 MiB more and was no faster
   static constexpr size_t kRefillBelow = 2u << 20;  // a call's lines: 4096 of 250 bytes are 1 MiB
 
   void start_helper(int decode_threads) {
@@ -315,36 +276,33 @@ bool starts_as_recording(const char* head, size_t size) {
 
 class RecordingReader final : public InputReader {
  public:
-  RecordingReader(std::string path, std::unique_ptr<Bytes> bytes) : path_(std::move(path)), bytes_(std::move(bytes)) {
-    pos_ = recording::kHeaderBytes;
+  // A regular file, open as `fd` (the reader owns it), read through a window.
+  RecordingReader(std::string path, std::unique_ptr<recording::FrameCursor> cursor)
+      : path_(std::move(path)), cursor_(std::move(cursor)) {}
+  // A pipe's bytes, whole.
+  RecordingReader(std::string path, std::unique_ptr<Bytes> bytes)
+      : path_(std::move(path)), bytes_(std::move(bytes)), cursor_(std::make_unique<recording::FrameCursor>()) {
+    cursor_->open(bytes_->data(), bytes_->size());
   }
 
   bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
             const std::string& component, std::vector<ProgressSegment>* segments) override {
-    const char* d = bytes_->data();
-    size_t n = bytes_->size();
+    const uint64_t n = cursor_->size();
     size_t produced = 0;
     if (!header_checked_) {
       header_checked_ = true;
-      if (n < recording::kHeaderBytes) {
+      std::string_view head = cursor_->head(recording::kHeaderBytes);
+      std::string problem = recording::header_problem(head.data(), head.size(), n);
+      if (!problem.empty()) {
         ++dead_;
-        dead_letter(dl, component, at(0), "truncated recording header (" + std::to_string(n) + " bytes)", {});
-        pos_ = n;
+        dead_letter(dl, component, at(0), std::move(problem), {});
+        cursor_->seek(n);
         return false;
       }
-      uint16_t fmt;
-      std::memcpy(&fmt, d + 8, 2);
-      if (fmt != recording::kFormatVersion) {
-        ++dead_;
-        dead_letter(dl, component, at(0),
-                    "unsupported recording format version " + std::to_string(fmt) + " (this runlens reads 1)", {});
-        pos_ = n;
-        return false;
-      }
+      cursor_->seek(recording::kHeaderBytes);
     }
-    while (pos_ < n && produced < max_rows) {
-      recording::FrameStep step = recording::next_frame(d, n, pos_);
-      pos_ = step.next;
+    while (cursor_->pos() < n && produced < max_rows) {
+      recording::FrameStep step = cursor_->next();
       if (step.kind == recording::FrameStep::Kind::kEnd) break;
       const size_t frame = step.offset;
       if (step.kind == recording::FrameStep::Kind::kDamage) {
@@ -375,8 +333,7 @@ class RecordingReader final : public InputReader {
         ++produced;
       }
     }
-    bytes_->consumed(std::min(pos_, n));
-    return pos_ < n;
+    return cursor_->pos() < n;
   }
 
   std::string describe_position(uint64_t p) const override {
@@ -384,17 +341,18 @@ class RecordingReader final : public InputReader {
   }
   const char* format() const override { return "recording"; }
   double progress() const override {
-    return bytes_->size() ? static_cast<double>(std::min(pos_, bytes_->size())) / bytes_->size() : 1.0;
+    const uint64_t n = cursor_->size();
+    return n ? static_cast<double>(std::min(cursor_->pos(), n)) / static_cast<double>(n) : 1.0;
   }
   uint64_t dead_lettered() const override { return dead_; }
-  uint64_t bytes() const override { return bytes_->size(); }
+  uint64_t bytes() const override { return cursor_->size(); }
 
  private:
   std::string at(size_t offset) const { return path_ + "@" + std::to_string(offset); }
 
   std::string path_;
-  std::unique_ptr<Bytes> bytes_;
-  size_t pos_ = 0;
+  std::unique_ptr<Bytes> bytes_;  // a pipe's, which the cursor steps through
+  std::unique_ptr<recording::FrameCursor> cursor_;
   bool header_checked_ = false;
   uint64_t dead_ = 0;
   std::vector<capnpc::EventIssue> issues_;
@@ -417,16 +375,20 @@ std::unique_ptr<InputReader> InputReader::open(const std::string& path, std::str
       ::close(fd);
       return *error = "cannot read " + path + ": not a regular file", nullptr;
     }
-    // A regular file that is not a recording is JSONL, read a window at a time.
+    // A regular file is read a window at a time, a recording's and JSONL's.
     if (S_ISREG(st.st_mode)) {
       char head[sizeof recording::kMagic];
       ssize_t got = ::pread(fd, head, sizeof head, 0);
-      if (!starts_as_recording(head, got > 0 ? static_cast<size_t>(got) : 0)) {
-        posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        return std::make_unique<JsonlReader>(path, fd, static_cast<uint64_t>(st.st_size), decode_threads);
+      const auto size = static_cast<uint64_t>(st.st_size);
+      if (starts_as_recording(head, got > 0 ? static_cast<size_t>(got) : 0)) {
+        auto cursor = std::make_unique<recording::FrameCursor>();
+        if (!cursor->open(fd, size, path, error)) return nullptr;
+        return std::make_unique<RecordingReader>(path, std::move(cursor));
       }
+      posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+      return std::make_unique<JsonlReader>(path, fd, size, decode_threads);
     }
-    if (!bytes->load(fd, st, path, error)) return nullptr;
+    bytes->load(fd);
   }
   if (starts_as_recording(bytes->data(), bytes->size())) {
     return std::make_unique<RecordingReader>(path, std::move(bytes));

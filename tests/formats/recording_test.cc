@@ -743,5 +743,108 @@ TEST_CASE("recording: FrameReader skips the damage InputReader skips, with the s
   CHECK(error.find("is a directory") != std::string::npos);
 }
 
+// One step as text: what a reader acts on (kind, offsets, reason, the payload's bytes).
+std::string describe(const recording::FrameStep& s) {
+  std::string out = std::to_string(static_cast<int>(s.kind)) + " @" + std::to_string(s.offset) + " -> " +
+                    std::to_string(s.next) + " " + s.reason;
+  if (s.kind == recording::FrameStep::Kind::kFrame) {
+    out += " events=" + std::to_string(s.events) + " crc=" + std::to_string(crc32c(s.payload, s.size));
+  }
+  return out;
+}
+
+// The steps FrameCursor takes through `path` with a window of `window` bytes,
+// and how many of them it judged through the mapping.
+std::vector<std::string> cursor_steps(const std::string& path, size_t window, uint64_t* mapped = nullptr) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  struct stat st {};
+  REQUIRE(fstat(fd, &st) == 0);
+  recording::FrameCursor cursor(window);
+  std::string error;
+  REQUIRE_MESSAGE(cursor.open(fd, static_cast<uint64_t>(st.st_size), path, &error), error);
+  std::vector<std::string> out;
+  std::string_view head = cursor.head(recording::kHeaderBytes);
+  out.push_back("header: " + recording::header_problem(head.data(), head.size(), cursor.size()));
+  cursor.seek(recording::kHeaderBytes);
+  for (;;) {
+    recording::FrameStep s = cursor.next();
+    if (s.kind == recording::FrameStep::Kind::kFrame) {
+      // Read where it lies in the file, so an intact file's payloads are word-aligned.
+      CHECK(reinterpret_cast<uintptr_t>(s.payload) % 8 == (s.offset + recording::kFrameHeaderBytes) % 8);
+    }
+    out.push_back(describe(s));
+    CHECK(cursor.pos() == s.next);
+    if (s.kind == recording::FrameStep::Kind::kEnd) break;
+    REQUIRE(s.next > s.offset);
+  }
+  if (mapped) *mapped = cursor.mapped_steps();
+  return out;
+}
+
+// The steps next_frame() takes over the whole file in memory: what the cursor must answer.
+std::vector<std::string> whole_file_steps(const std::string& bytes) {
+  std::vector<std::string> out;
+  out.push_back("header: " + recording::header_problem(bytes.data(), std::min<size_t>(bytes.size(), 16), bytes.size()));
+  size_t pos = recording::kHeaderBytes;
+  for (;;) {
+    recording::FrameStep s = recording::next_frame(bytes.data(), bytes.size(), pos);
+    out.push_back(describe(s));
+    pos = s.next;
+    if (s.kind == recording::FrameStep::Kind::kEnd) break;
+  }
+  return out;
+}
+
+TEST_CASE("recording: FrameCursor's window steps as next_frame does over the whole file, damage and all") {
+  TempDir dir;
+  // 40 frames of 1 to 300 events (about 100 bytes to 60 KiB each).
+  std::vector<size_t> sizes;
+  std::mt19937 rng(1301);
+  for (int i = 0; i < 40; ++i) sizes.push_back(1 + rng() % 300);
+  Recording rec = make_recording(dir.file("full.rlrec"), sizes);
+  REQUIRE(rec.bytes.size() > 200000);
+  std::string path = dir.file("damaged.rlrec");
+  const std::vector<size_t> windows = {1, 8, 100, 4096, 65536, recording::FrameCursor::kDefaultWindow};
+  auto same = [&](const std::string& bytes) {
+    write_file(path, bytes);
+    std::vector<std::string> want = whole_file_steps(bytes);
+    for (size_t w : windows) {
+      CAPTURE(w);
+      CHECK(cursor_steps(path, w) == want);
+    }
+  };
+  same(rec.bytes);
+  // An intact file is read through the window alone.
+  for (size_t w : windows) {
+    uint64_t mapped = 1;
+    cursor_steps(path, w, &mapped);
+    CHECK(mapped == 0);
+  }
+  // A flipped byte in frame headers and payloads, three at a time.
+  for (int round = 0; round < 12; ++round) {
+    std::string bytes = rec.bytes;
+    for (int k = 0; k < 3; ++k) bytes[16 + rng() % (bytes.size() - 16)] ^= static_cast<char>(1 + rng() % 255);
+    CAPTURE(round);
+    same(bytes);
+  }
+  // A frame's length made to point past the end, into a later frame, or far beyond the window.
+  for (uint32_t len : {0xFFFFFFF8u, 8u, static_cast<uint32_t>(rec.bytes.size() / 2) & ~7u}) {
+    std::string bytes = rec.bytes;
+    std::memcpy(bytes.data() + rec.frame_start[7] + 4, &len, 4);
+    CAPTURE(len);
+    same(bytes);
+  }
+  // Cut short inside a frame's header and inside its payload; garbage that breaks the alignment.
+  same(rec.bytes.substr(0, rec.frame_start[30] + 9));
+  same(rec.bytes.substr(0, rec.frame_end[30] - 5));
+  same(rec.bytes.substr(0, rec.frame_start[12]) + "garbage" + rec.bytes.substr(rec.frame_start[12]));
+  // A header cut short, or of a format this runlens does not read.
+  same(rec.bytes.substr(0, 11));
+  std::string v2 = rec.bytes;
+  v2[8] = 2;
+  same(v2);
+}
+
 }  // namespace
 }  // namespace runlens
