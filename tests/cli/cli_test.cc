@@ -263,3 +263,85 @@ TEST_CASE("replay: the console prints a closing revision as one short resolved l
   CHECK(text.substr(text.size() - 26) == "s (alert " + alert_id + ")");
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// `runlens replay - --out DIR --quiet` with its standard input a pipe this
+// test holds open, started with GLIBC_TUNABLES as given (unset when empty);
+// returned once one of its threads waits in read(2) on that pipe.
+struct WaitingReplay {
+  pid_t pid = -1;
+  int input = -1;  // the pipe's write end: closing it ends the replay
+
+  WaitingReplay(const std::string& dir, const std::string& tunables) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      dup2(fds[0], 0);
+      close(fds[0]);
+      close(fds[1]);
+      if (tunables.empty()) {
+        unsetenv("GLIBC_TUNABLES");
+      } else {
+        setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
+      }
+      const std::string out = dir + "/out";
+      execl(kBin.c_str(), kBin.c_str(), "replay", "-", "--out", out.c_str(), "--quiet", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(fds[0]);
+    input = fds[1];
+    // /proc/PID/task/TID/syscall: "0 0x0 ..." is read(0, ...).
+    bool reading = runlens::testing::wait_for([&] {
+      std::error_code ec;
+      for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+        if (read_file(t.path().string() + "/syscall").rfind("0 0x0 ", 0) == 0) return true;
+      }
+      return false;
+    });
+    REQUIRE(reading);
+  }
+  // The VmFlags lines of its mappings, each after the mapping's first line.
+  std::string mappings() const { return read_file("/proc/" + std::to_string(pid) + "/smaps"); }
+  int finish() {
+    close(input);
+    return runlens::testing::wait_exit(pid);
+  }
+};
+
+// Whether mappings marked for huge pages (VmFlags "hg") include the heap.
+bool heap_on_huge_pages(const std::string& smaps) {
+  size_t heap = smaps.find("[heap]");
+  if (heap == std::string::npos) return false;
+  size_t flags = smaps.find("VmFlags:", heap);
+  return flags != std::string::npos &&
+         smaps.substr(flags, smaps.find('\n', flags) - flags).find(" hg") != std::string::npos;
+}
+
+}  // namespace
+
+// docs/cli.md, "Memory allocator settings".
+TEST_CASE("replay puts its heap on transparent huge pages, unless GLIBC_TUNABLES says otherwise") {
+  std::string dir = scratch_dir("huge-pages");
+  const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  {
+    WaitingReplay r(dir, "");
+    const std::string smaps = r.mappings();
+    if (thp.find("[madvise]") != std::string::npos) {
+      // glibc advises the heap only in the kernel's madvise mode ("always" needs no advice).
+      CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
+    } else {
+      MESSAGE("transparent huge pages are not in madvise mode here: " << thp);
+    }
+    CHECK(r.finish() == 0);
+  }
+  {
+    // The operator's setting wins: no advice, and runlens does not start itself again with its own.
+    WaitingReplay r(dir, "glibc.malloc.hugetlb=0");
+    CHECK(r.mappings().find(" hg") == std::string::npos);
+    CHECK(r.finish() == 0);
+  }
+  std::filesystem::remove_all(dir);
+}
