@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/read_file.h"
+#include "tests/scratch_dirs.h"
 
 namespace runlens::testing {
 
@@ -30,6 +31,7 @@ inline std::string scratch_dir(const std::string& name) {
   auto d = std::filesystem::temp_directory_path() / ("runlens-test-" + std::to_string(getpid()) + "-" + name);
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  remove_at_exit(d);
   return d.string();
 }
 

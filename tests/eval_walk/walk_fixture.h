@@ -16,6 +16,7 @@
 
 #include "formats/jsonl_codec.h"
 #include "store/store.h"
+#include "tests/scratch_dirs.h"
 
 namespace runlens::testing {
 
@@ -24,6 +25,7 @@ inline std::string walk_dir(const std::string& name) {
       std::filesystem::temp_directory_path().string() + "/runlens-walk-" + name + "-" + std::to_string(getpid());
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
+  remove_at_exit(d);
   return d;
 }
 

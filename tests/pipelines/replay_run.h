@@ -15,6 +15,7 @@
 
 #include "engine/engine.h"
 #include "tests/read_file.h"
+#include "tests/scratch_dirs.h"
 
 namespace runlens::testing {
 
@@ -34,6 +35,7 @@ inline std::string fresh_dir(const std::string& name) {
              ("runlens-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  remove_at_exit(dir);
   return dir.string();
 }
 
