@@ -276,7 +276,7 @@ bool starts_as_recording(const char* head, size_t size) {
 
 class RecordingReader final : public InputReader {
  public:
-  // A regular file, open as `fd` (the reader owns it), read through a window.
+  // A regular file, through a cursor open on it.
   RecordingReader(std::string path, std::unique_ptr<recording::FrameCursor> cursor)
       : path_(std::move(path)), cursor_(std::move(cursor)) {}
   // A pipe's bytes, whole.

@@ -190,7 +190,8 @@ FrameStep FrameCursor::next() {
     // Hand back what the damage scan read of the mapping, once well behind.
     constexpr uint64_t kStep = 8u << 20;
     if (mapped_ && step.next >= released_ + 2 * kStep) {
-      uint64_t upto = (step.next - kStep) & ~uint64_t{(1u << 12) - 1};
+      static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+      uint64_t upto = (step.next - kStep) / page * page;
       madvise(const_cast<char*>(whole_) + released_, upto - released_, MADV_DONTNEED);
       released_ = upto;
     }

@@ -54,9 +54,9 @@ std::string header_problem(const char* d, size_t n, uint64_t file_size);
 
 // Steps through a recording's frames, giving next_frame()'s answers over the
 // whole file. A regular file is read a window at a time into a buffer the
-// cursor reuses (mapping it cost the reader's thread page faults and TLB
-// misses for every page; docs/performance.md); only damage, rare and judged
-// against the rest of the file, is looked at through a mapping of the file.
+// cursor reuses (the mapping kept up to 8 MiB more of the file resident;
+// docs/performance.md); only damage, rare and judged against the rest of the
+// file, is looked at through a mapping of the file.
 class FrameCursor {
  public:
   static constexpr size_t kDefaultWindow = 2u << 20;

@@ -301,13 +301,28 @@ struct WaitingReplay {
       }
       return false;
     });
+    if (!reading) stop();  // a throwing constructor runs no destructor
     REQUIRE(reading);
   }
-  // The VmFlags lines of its mappings, each after the mapping's first line.
+  // If the test stops before finish(): the replay is stopped by its pid.
+  ~WaitingReplay() { stop(); }
+  void stop() {
+    if (input >= 0) close(input);
+    input = -1;
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    pid = -1;
+  }
+  // Its /proc/PID/smaps.
   std::string mappings() const { return read_file("/proc/" + std::to_string(pid) + "/smaps"); }
   int finish() {
     close(input);
-    return runlens::testing::wait_exit(pid);
+    input = -1;
+    int code = runlens::testing::wait_exit(pid);
+    pid = -1;
+    return code;
   }
 };
 
