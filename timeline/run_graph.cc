@@ -1,7 +1,6 @@
 #include "timeline/run_graph.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -18,6 +17,7 @@
 #include "schema/number_format.h"
 #include "schema/row.h"
 #include "schema/symbol_index.h"
+#include "timeline/gpu_window.h"
 
 namespace runlens::timeline {
 
@@ -195,46 +195,6 @@ struct GpuNode {
 struct GpuTrack {
   std::vector<store::GpuRollupRow> rollups;  // by tier
   int64_t last_xid = 0;
-};
-
-// A FIFO in chunks of many elements: the last failure_window_time of GPU
-// samples goes in and out one sample at a time, and std::deque, whose blocks
-// are 512 bytes, allocated and freed a block every third sample.
-template <class T>
-class ChunkedFifo {
- public:
-  bool empty() const { return size_ == 0; }
-  const T& front() const { return (*chunks_.front())[head_]; }
-  void push_back(const T& v) {
-    size_t at = head_ + size_;
-    if (at == chunks_.size() * kChunk) {
-      if (spare_) {
-        chunks_.push_back(std::move(spare_));
-      } else {
-        chunks_.push_back(std::make_unique<std::array<T, kChunk>>());
-      }
-    }
-    (*chunks_[at / kChunk])[at % kChunk] = v;
-    ++size_;
-  }
-  void pop_front() {
-    --size_;
-    if (++head_ == kChunk) {
-      head_ = 0;
-      spare_ = std::move(chunks_.front());
-      chunks_.pop_front();
-    }
-  }
-  template <class F>
-  void for_each(F&& f) const {
-    for (size_t i = head_; i < head_ + size_; ++i) f((*chunks_[i / kChunk])[i % kChunk]);
-  }
-
- private:
-  static constexpr size_t kChunk = 1024;
-  std::deque<std::unique_ptr<std::array<T, kChunk>>> chunks_;
-  std::unique_ptr<std::array<T, kChunk>> spare_;  // the chunk emptied last, for the next to fill
-  size_t head_ = 0, size_ = 0;
 };
 
 }  // namespace
@@ -827,10 +787,10 @@ class RunGraphBuilder::Impl {
       until = std::max(until, t + o_.failure_window_ns);
     }
     const std::vector<GpuMark*> wanted = marks_of(nodes);
-    gpu_recent_.for_each([&](const std::pair<int64_t, Gpu>& s) {
-      const uint32_t id = s.second.node.id();
-      if (s.first >= t - o_.failure_window_ns && id < wanted.size() && wanted[id])
-        keep_gpu(*wanted[id], s.first, s.second, "failure");
+    gpu_recent_.for_each([&](int64_t time, const Gpu& g) {
+      const uint32_t id = g.node.id();
+      if (time >= t - o_.failure_window_ns && id < wanted.size() && wanted[id])
+        keep_gpu(*wanted[id], time, g, "failure");
     });
   }
 
@@ -872,9 +832,9 @@ class RunGraphBuilder::Impl {
     std::vector<Symbol> nodes;
     for (const auto& p : st.placement) nodes.push_back(p.node);
     const std::vector<GpuMark*> wanted = marks_of(nodes);
-    gpu_recent_.for_each([&](const std::pair<int64_t, Gpu>& s) {
-      const uint32_t id = s.second.node.id();
-      if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], s.first, s.second, "recent");
+    gpu_recent_.for_each([&](int64_t time, const Gpu& g) {
+      const uint32_t id = g.node.id();
+      if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], time, g, "recent");
     });
   }
 
@@ -904,9 +864,8 @@ class RunGraphBuilder::Impl {
     // Full resolution: inside a failure window, and the last window for everyone.
     GpuNode& node = gpu_node(g.node);
     if (r.time_ns <= node.keep_until) keep_gpu(node.written, r.time_ns, g, "failure");
-    gpu_recent_.push_back({r.time_ns, g});
-    while (!gpu_recent_.empty() && gpu_recent_.front().first < r.time_ns - o_.failure_window_ns)
-      gpu_recent_.pop_front();
+    gpu_recent_.push_back(r.time_ns, g);
+    while (!gpu_recent_.empty() && gpu_recent_.front_time() < r.time_ns - o_.failure_window_ns) gpu_recent_.pop_front();
 
     GpuTrack& track = gpu_track(g.node, g.gpu);
     if (track.rollups.size() != o_.rollups.size()) track.rollups.resize(o_.rollups.size());
@@ -1090,7 +1049,7 @@ class RunGraphBuilder::Impl {
   std::unordered_map<Symbol, RunState> runs_;
   std::unordered_map<Symbol, std::vector<std::pair<Symbol, int32_t>>> on_node_of_;  // node -> (run, gpu)
   std::map<std::string, store::IncidentRow> incidents_;                             // changed since the last commit
-  ChunkedFifo<std::pair<int64_t, Gpu>> gpu_recent_;                                 // the last failure_window_time
+  GpuWindow gpu_recent_;                                                            // the last failure_window_time
   std::unordered_map<Symbol, GpuNode> gpu_nodes_;
   SymbolIndex<GpuNode*> gpu_node_index_;  // gpu_node()
   SymbolSlots<GpuTrack, 64> gpu_index_;   // gpu_track(): by node, GPU

@@ -1,0 +1,148 @@
+// The timeline's packed window of GPU samples against a plain deque of
+// (time, Gpu): the same samples, in the same order, bit for bit, whatever
+// fields each has, across chunk boundaries, with the window emptied and
+// filled again.
+#include "timeline/gpu_window.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <random>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+using namespace runlens;
+
+namespace {
+
+template <class V>
+void assign(V* field, double v) {
+  if constexpr (std::is_arithmetic_v<V>) *field = static_cast<V>(v);
+}
+
+// A sample with a random set of the optional fields (node and gpu always),
+// random values in them, and the defaults elsewhere, as a decoded row has.
+Gpu random_gpu(std::mt19937_64& rng, int mode) {
+  Gpu g;
+  g.node = Symbol::intern("node-" + std::to_string(rng() % 50));
+  g.gpu = static_cast<int32_t>(rng() % 8);
+  g.set_present(Gpu::F::node);
+  g.set_present(Gpu::F::gpu);
+  std::uniform_real_distribution<double> real(-1e12, 1e12);
+  auto want = [&](Gpu::F) { return mode == 1 || (mode == 2 && rng() % 2 == 0); };
+#define SET_(T, name, Camel, req)                                                          \
+  if (Gpu::F::name != Gpu::F::node && Gpu::F::name != Gpu::F::gpu && want(Gpu::F::name)) { \
+    g.set_present(Gpu::F::name);                                                           \
+    assign(&g.name, real(rng));                                                            \
+  }
+  RUNLENS_GPU_FIELDS(SET_)
+#undef SET_
+  return g;
+}
+
+// Bit for bit (NaN included), field by field.
+bool same(const Gpu& a, const Gpu& b) {
+  bool eq = a.present == b.present;
+#define CMP_(T, name, Camel, req) eq = eq && std::memcmp(&a.name, &b.name, sizeof a.name) == 0;
+  RUNLENS_GPU_FIELDS(CMP_)
+#undef CMP_
+  return eq;
+}
+
+void check_equal(const timeline::GpuWindow& w, const std::deque<std::pair<int64_t, Gpu>>& want) {
+  REQUIRE(w.size() == want.size());
+  REQUIRE(w.empty() == want.empty());
+  if (!want.empty()) CHECK(w.front_time() == want.front().first);
+  size_t i = 0;
+  bool all_same = true;
+  w.for_each([&](int64_t t, const Gpu& g) {
+    all_same = all_same && i < want.size() && t == want[i].first && same(g, want[i].second);
+    ++i;
+  });
+  CHECK(i == want.size());
+  CHECK(all_same);
+}
+
+}  // namespace
+
+TEST_CASE("gpu window: samples come back as pushed, oldest first, with only their fields, across chunks") {
+  std::mt19937_64 rng(13);
+  for (int mode : {0, 1, 2}) {  // required fields only, every field, a random half
+    CAPTURE(mode);
+    timeline::GpuWindow w;
+    std::deque<std::pair<int64_t, Gpu>> ref;
+    CHECK(w.empty());
+    w.for_each([](int64_t, const Gpu&) { FAIL("an empty window has no samples"); });
+    int64_t t = 1'000;
+    // Waves of pushes and pops that cross many 256 KiB chunks, emptying the
+    // window now and then, as a run's window slides and a new run starts.
+    for (int wave = 0; wave < 12; ++wave) {
+      const int pushes = static_cast<int>(rng() % 20'000);
+      for (int k = 0; k < pushes; ++k) {
+        t += static_cast<int64_t>(rng() % 3);  // equal times too
+        Gpu g = random_gpu(rng, mode);
+        w.push_back(t, g);
+        ref.emplace_back(t, g);
+      }
+      check_equal(w, ref);
+      const size_t pops = wave % 4 == 3 ? ref.size() : rng() % (ref.size() + 1);
+      for (size_t k = 0; k < pops; ++k) {
+        REQUIRE(w.front_time() == ref.front().first);
+        w.pop_front();
+        ref.pop_front();
+      }
+      check_equal(w, ref);
+    }
+  }
+}
+
+TEST_CASE("gpu window: NaN and infinities, extreme integers, and the defaults of absent fields") {
+  timeline::GpuWindow w;
+  std::deque<std::pair<int64_t, Gpu>> ref;
+  Gpu g;
+  g.node = Symbol::intern("n");
+  g.gpu = -1;
+  g.set_present(Gpu::F::node);
+  g.set_present(Gpu::F::gpu);
+  g.util_pct = std::numeric_limits<double>::quiet_NaN();
+  g.set_present(Gpu::F::util_pct);
+  g.temp_c = -std::numeric_limits<double>::infinity();
+  g.set_present(Gpu::F::temp_c);
+  g.xid = std::numeric_limits<int64_t>::min();
+  g.set_present(Gpu::F::xid);
+  g.mem_total_bytes = std::numeric_limits<int64_t>::max();
+  g.set_present(Gpu::F::mem_total_bytes);
+  w.push_back(std::numeric_limits<int64_t>::min(), g);
+  ref.emplace_back(std::numeric_limits<int64_t>::min(), g);
+  // A value in an absent field is not kept: the window gives the default back.
+  Gpu stale = g;
+  stale.power_w = 123.0;  // not marked present
+  w.push_back(std::numeric_limits<int64_t>::max(), stale);
+  ref.emplace_back(std::numeric_limits<int64_t>::max(), g);
+  check_equal(w, ref);
+}
+
+TEST_CASE("gpu window: a window that slides keeps its memory bounded, and packs a sparse sample small") {
+  std::mt19937_64 rng(7);
+  timeline::GpuWindow sparse, full;
+  // 1024 GPUs x 200 samples with 2 fields, and with all of them.
+  for (int i = 0; i < 204'800; ++i) {
+    sparse.push_back(i, random_gpu(rng, 0));
+    full.push_back(i, random_gpu(rng, 1));
+  }
+  // A Gpu is 160 bytes: the sparse window must be far below, the full one not above.
+  CHECK(sparse.bytes() < 204'800 * 40);
+  CHECK(full.bytes() < 204'800 * (sizeof(Gpu) + 16));
+  // Sliding: as many out as in, for many times the window; its chunks are reused.
+  const size_t held = full.bytes();
+  for (int i = 0; i < 1'000'000; ++i) {
+    full.pop_front();
+    full.push_back(204'800 + i, random_gpu(rng, 1));
+  }
+  CHECK(full.size() == 204'800);
+  CHECK(full.bytes() <= held + 256 * 1024);
+}
