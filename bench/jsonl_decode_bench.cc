@@ -15,8 +15,6 @@
 // verdict, same reason, same encoded record) and counts the lines the fast
 // pass took by itself. With VARIANT it runs that one alone, unchecked (for a
 // profiler).
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/timing.h"
 #include "formats/jsonl_codec.h"
 
 #ifdef RUNLENS_HAVE_SIMDJSON
@@ -66,6 +65,9 @@ bool load(const char* path, Input* in) {
   return true;
 }
 
+using runlens::bench::median;
+using runlens::bench::thread_cpu;
+
 using Decoder = bool (*)(std::string_view, Record*, std::string*);
 
 // Decodes every line into rows; returns the rows produced.
@@ -92,17 +94,6 @@ struct Variant {
   std::vector<double> seconds;      // wall
   std::vector<double> cpu_seconds;  // this thread's CPU time
 };
-
-double thread_cpu() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 }  // namespace
 

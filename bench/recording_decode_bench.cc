@@ -7,8 +7,6 @@
 // CPU time; the CPU figure is the steadier one on a shared machine. This is
 // the source thread's share of `runlens replay FILE.rlrec` and of a live
 // collector's (docs/performance.md).
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,26 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "formats/capnp_codec.h"
 #include "formats/recording.h"
 
-namespace {
-
-double thread_cpu() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   using namespace runlens;
+  using bench::median;
+  using bench::thread_cpu;
   if (argc < 2) {
     std::fprintf(stderr, "usage: recording_decode_bench FILE.rlrec [RUNS]\n");
     return 2;
