@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -27,6 +28,15 @@ class ScratchDirs {
 inline void remove_at_exit(const std::filesystem::path& dir) {
   static ScratchDirs dirs;
   dirs.add(dir);
+}
+
+// Makes `dir` anew, empty (what was there is removed), to be removed when the
+// test program exits. Returns its path.
+inline std::string make_scratch_dir(const std::filesystem::path& dir) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  remove_at_exit(dir);
+  return dir.string();
 }
 
 }  // namespace runlens::testing

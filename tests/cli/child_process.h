@@ -28,11 +28,8 @@ namespace runlens::testing {
 
 // A fresh, empty directory for one test: $TMPDIR/runlens-test-PID-NAME.
 inline std::string scratch_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("runlens-test-" + std::to_string(getpid()) + "-" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  remove_at_exit(d);
-  return d.string();
+  return make_scratch_dir(std::filesystem::temp_directory_path() /
+                          ("runlens-test-" + std::to_string(getpid()) + "-" + name));
 }
 
 // Writes `text` to DIR/NAME; returns the path.

@@ -21,12 +21,8 @@
 namespace runlens::testing {
 
 inline std::string walk_dir(const std::string& name) {
-  std::string d =
-      std::filesystem::temp_directory_path().string() + "/runlens-walk-" + name + "-" + std::to_string(getpid());
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  remove_at_exit(d);
-  return d;
+  return make_scratch_dir(std::filesystem::temp_directory_path() /
+                          ("runlens-walk-" + name + "-" + std::to_string(getpid())));
 }
 
 inline std::string hex64(char c) { return std::string(64, c); }

@@ -31,12 +31,8 @@ inline std::vector<std::string> lines_of(const std::string& text) {
 
 inline std::string fresh_dir(const std::string& name) {
   static std::atomic<int> counter{0};
-  auto dir = std::filesystem::temp_directory_path() /
-             ("runlens-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  remove_at_exit(dir);
-  return dir.string();
+  return make_scratch_dir(std::filesystem::temp_directory_path() /
+                          ("runlens-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + name));
 }
 
 struct ReplayResult {
