@@ -23,7 +23,7 @@ namespace {
 // CPU (in a VM a fault costs microseconds), so the commands that move rows
 // also ask for transparent huge pages on the heap (glibc's hugetlb=1, which
 // has no mallopt: glibc reads it at start, so runlens starts itself again
-// once with it in GLIBC_TUNABLES, and clears that for the processes it
+// once with it in GLIBC_TUNABLES (same pid and name), and clears that for the processes it
 // starts). docs/cli.md, "Memory allocator settings". An operator's own
 // GLIBC_TUNABLES win: then runlens sets nothing.
 constexpr const char* kTunables =
@@ -53,6 +53,14 @@ void tune_allocator(int argc, char** argv) {
   if (moves_rows(argc, argv)) {
     setenv("GLIBC_TUNABLES", kTunables, 1);
     setenv(kTunedMark, "1", 1);
+    // The binary's own path, not /proc/self/exe: the kernel names a process
+    // after the file it executes, and ps, pgrep and perf would show "exe".
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+      self[n] = '\0';
+      execv(self, argv);
+    }
     execv("/proc/self/exe", argv);
     // Not possible here (no /proc): go on without huge pages.
     unsetenv(kTunedMark);

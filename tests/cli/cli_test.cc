@@ -343,6 +343,8 @@ TEST_CASE("replay puts its heap on transparent huge pages, unless GLIBC_TUNABLES
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   {
     WaitingReplay r(dir, "");
+    // Started again under its own name, not as "exe" (ps, pgrep and perf read it).
+    CHECK(read_file("/proc/" + std::to_string(r.pid) + "/comm") == "runlens\n");
     const std::string smaps = r.mappings();
     if (thp.find("[madvise]") != std::string::npos) {
       // glibc advises the heap only in the kernel's madvise mode ("always" needs no advice).
