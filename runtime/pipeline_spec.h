@@ -64,7 +64,7 @@ struct PipelineSettings {
   int64_t queue_capacity = 16384;            // rows per edge queue
   OverflowPolicy overflow = OverflowPolicy::kBlock;
   int64_t backpressure_ns = 1'000'000'000;  // shed: how long a full queue holds its producer back before shedding
-  int64_t batch_size = 4096;                // rows per batch read by sources
+  int64_t batch_size = 16384;               // rows per batch read by sources (docs/pipelines.md)
   std::string dead_letter;                  // path; empty = ${RUNLENS_OUT}/dead_letter.jsonl
   SourceLocation where;
 };

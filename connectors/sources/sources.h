@@ -14,9 +14,9 @@ namespace runlens::connectors {
 
 struct FileSourceOptions {
   std::vector<std::string> paths;
-  double speed = 0;  // 0 = as fast as possible; 1 = real time; N = N x real time
-  size_t batch_size = 4096;
-  bool progress = false;  // draw a progress bar on stderr (a terminal)
+  double speed = 0;           // 0 = as fast as possible; 1 = real time; N = N x real time
+  size_t batch_size = 16384;  // the pipelines' default batch_size (runtime/pipeline_spec.h)
+  bool progress = false;      // draw a progress bar on stderr (a terminal)
 };
 
 // Parses --speed: "max", "realtime", "10x" or a bare factor. nullopt if invalid.

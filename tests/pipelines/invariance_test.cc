@@ -86,7 +86,7 @@ TEST_CASE("invariance: threads, batch size, arrival order and format do not chan
 
   SUBCASE("thread count and batch size") {
     for (int threads : {1, 2, 4}) {
-      for (int64_t batch : {1, 7, 4096}) {
+      for (int64_t batch : {1, 7, 4096, 16384}) {
         CAPTURE(threads);
         CAPTURE(batch);
         CHECK(replay({base_path}, threads, batch).alerts == base.alerts);
@@ -240,7 +240,38 @@ TEST_CASE("invariance: a straggler refined by a later, nearer GPU sample, and it
   CHECK(seq[5].cause == "hardware_throttle");
   CHECK(seq[5].alert_id == seq[1].alert_id);
   for (int threads : {1, 2, 4}) {
-    for (int64_t batch : {1, 7, 4096}) {
+    for (int64_t batch : {1, 7, 4096, 16384}) {
+      CAPTURE(threads);
+      CAPTURE(batch);
+      CHECK(replay({path}, threads, batch).alerts == base.alerts);
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A run several of the default batches long (docs/pipelines.md, batch_size:
+// 16384 rows), GPU samples every step: the default, a quarter of it (the
+// default before), a size that splits steps and the queue's own capacity
+// exceeded (a batch larger than queue_capacity waits for an empty queue) give
+// the same alerts whatever the thread count.
+TEST_CASE("invariance: batch sizes around the default, over a run many batches long") {
+  synth::Options o;
+  o.run_id = "long";
+  o.ranks = 64;
+  o.steps = 400;
+  o.gpus_per_node = 8;
+  o.seed = 5;
+  o.gpu_every = 1;
+  std::vector<Record> rows = generate(o, {"straggler:rank=21,from=150", "nan:step=380"});
+  REQUIRE(rows.size() > 3 * 16384);
+  std::string dir = fresh_dir("invariance-batches");
+  std::string path = write_jsonl(rows, dir + "/in.jsonl");
+  ReplayResult base = replay({path}, 1, 0);  // 0: the pipeline's batch_size
+  CHECK(base.alerts.find("\"kind\":\"straggler\"") != std::string::npos);
+  CHECK(base.alerts.find("\"kind\":\"nan_loss\"") != std::string::npos);
+  CHECK(base.dead_letters.empty());
+  for (int threads : {1, 2}) {
+    for (int64_t batch : {int64_t{4096}, int64_t{1000}, int64_t{16384}, int64_t{40000}}) {
       CAPTURE(threads);
       CAPTURE(batch);
       CHECK(replay({path}, threads, batch).alerts == base.alerts);
