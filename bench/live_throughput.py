@@ -2,7 +2,9 @@
 """What rate a live `runlens run` sustains, not only what `runlens send` pushed (issue 13).
 
 The recording is issue 12's overload recording (bench/overload_recording.py:
-1024 ranks x 500 steps, GPU samples every step, 1.09 M events) and one event
+1024 ranks x 500 steps, GPU samples every step, 1.09 M events; --steps makes
+it longer, 2,180 events a step, so that what a run's end costs once, the last
+batches' way through the pipeline, weighs less in the rate) and one event
 more: a node sample of a node of no run ("live-bench-marker"), 10 s after the
 run's run_end (synth writes JSONL, the line is appended, `runlens convert`
 makes the recording; cached in --dir). Live, a row is released when the
@@ -29,6 +31,7 @@ idle timeout (30 s). For each
   * the collector's peak RSS (wait4's ru_maxrss).
 
   /usr/bin/python3 bench/live_throughput.py --threads 1 2 --rates 1M 2M --repeat 3
+  /usr/bin/python3 bench/live_throughput.py --threads 1 2 --rates 2M --steps 4000 --repeat 3
 """
 import argparse
 import json
@@ -47,11 +50,13 @@ from procs import Subscriber
 def recording(args):
     """The overload recording plus the marker event, made once in --dir."""
     os.makedirs(args.dir, exist_ok=True)
-    path = os.path.join(args.dir, "live-1024x500-marker.rlrec")
+    path = os.path.join(args.dir, "live-1024x%d-marker.rlrec" % args.steps)
     if os.path.exists(path):
         return path
     jsonl = path + ".jsonl"
-    subprocess.run([args.binary, "synth", *SYNTH_FLAGS, "--out", jsonl], check=True, stderr=subprocess.DEVNULL)
+    flags = list(SYNTH_FLAGS)
+    flags[flags.index("--steps") + 1] = str(args.steps)
+    subprocess.run([args.binary, "synth", *flags, "--out", jsonl], check=True, stderr=subprocess.DEVNULL)
     last = 0
     with open(jsonl) as f:
         for line in f:
@@ -138,7 +143,11 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="`runlens run --threads`")
     ap.add_argument("--hwm", type=int, default=1000, help="`runlens send --hwm` (frames queued on the sending side)")
     ap.add_argument("--wait", type=float, default=60.0, help="seconds to wait for the last event's alert")
+    ap.add_argument("--steps", type=int, default=500,
+                    help="steps of the recording (at least 500: its faults are at steps 250 and 480)")
     args = ap.parse_args()
+    if args.steps < 500:
+        ap.error("--steps: at least 500")
     rec = recording(args)
     modes = args.rates + ["burst"]
     configs = [(t, m) for t in args.threads for m in modes]
