@@ -48,7 +48,7 @@ struct Options {
   int64_t gpu_every = 10;                  // steps between GPU and node samples
   int64_t start_ns = 1767225600000000000;  // 2026-01-01T00:00:00Z
   std::string node_prefix = "gpu-node-";   // node names: PREFIX0, PREFIX1, ... (runs at once on a fleet)
-  std::vector<Fault> faults;
+  std::vector<Fault> faults = {};
   // Detail telemetry: data, collective and checkpoint events, step memory and
   // dataset shards, GPU error counters and throttle reasons, node network
   // counters, with healthy noise (normal checkpoints, slowly rising counters,

@@ -31,14 +31,13 @@ std::vector<Record> generate(synth::Options o, std::initializer_list<const char*
 
 // One run with a straggler, a rank that goes missing and a NaN.
 std::vector<Record> scenario() {
-  synth::Options o;
-  o.run_id = "inv";
-  o.ranks = 24;
-  o.steps = 90;
-  o.gpus_per_node = 4;
-  o.seed = 11;
-  o.gpu_every = 15;
-  o.gc_pause_rate = 0.01;
+  synth::Options o{.run_id = "inv",
+                   .ranks = 24,
+                   .steps = 90,
+                   .gpus_per_node = 4,
+                   .seed = 11,
+                   .gc_pause_rate = 0.01,
+                   .gpu_every = 15};
   return generate(o, {"straggler:rank=7,from=20,to=60", "missing_rank:rank=17,from=70", "nan:step=80"});
 }
 
@@ -192,13 +191,7 @@ TEST_CASE("invariance: detectors partitioned by node or run give the same alerts
 // alert that follows adds evidence (revision 2). The whole sequence is the
 // same whatever the thread count and batch size.
 TEST_CASE("invariance: a straggler refined by a later, nearer GPU sample, and its diagnosis, revision by revision") {
-  synth::Options o;
-  o.run_id = "rev";
-  o.ranks = 24;
-  o.steps = 90;
-  o.gpus_per_node = 4;
-  o.seed = 11;
-  o.gpu_every = 7;
+  synth::Options o{.run_id = "rev", .ranks = 24, .steps = 90, .gpus_per_node = 4, .seed = 11, .gpu_every = 7};
   std::vector<Record> rows = generate(o, {"straggler:rank=7,from=20,to=60", "thermal:rank=13,from=40"});
   std::string dir = fresh_dir("invariance-revisions");
   std::string path = write_jsonl(rows, dir + "/in.jsonl");
@@ -255,13 +248,7 @@ TEST_CASE("invariance: a straggler refined by a later, nearer GPU sample, and it
 // exceeded (a batch larger than queue_capacity waits for an empty queue) give
 // the same alerts whatever the thread count.
 TEST_CASE("invariance: batch sizes around the default, over a run many batches long") {
-  synth::Options o;
-  o.run_id = "long";
-  o.ranks = 64;
-  o.steps = 400;
-  o.gpus_per_node = 8;
-  o.seed = 5;
-  o.gpu_every = 1;
+  synth::Options o{.run_id = "long", .ranks = 64, .steps = 400, .gpus_per_node = 8, .seed = 5, .gpu_every = 1};
   std::vector<Record> rows = generate(o, {"straggler:rank=21,from=150", "nan:step=380"});
   REQUIRE(rows.size() > 3 * 16384);
   std::string dir = fresh_dir("invariance-batches");
