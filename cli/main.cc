@@ -23,9 +23,9 @@ namespace {
 // CPU (in a VM a fault costs microseconds), so the commands that move rows
 // also ask for transparent huge pages on the heap (glibc's hugetlb=1, which
 // has no mallopt: glibc reads it at start, so runlens starts itself again
-// once with it in GLIBC_TUNABLES (same pid and name), and clears that for the processes it
-// starts). docs/cli.md, "Memory allocator settings". An operator's own
-// GLIBC_TUNABLES win: then runlens sets nothing.
+// once with it in GLIBC_TUNABLES (same pid and name), and clears that for
+// the processes it starts). docs/cli.md, "Memory allocator settings". An
+// operator's own GLIBC_TUNABLES win: then runlens sets nothing.
 constexpr const char* kTunables =
     "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456:"
     "glibc.malloc.top_pad=67108864";

@@ -8,15 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/pipeline_spec.h"
 #include "schema/row.h"
 
 namespace runlens::connectors {
 
 struct FileSourceOptions {
   std::vector<std::string> paths;
-  double speed = 0;           // 0 = as fast as possible; 1 = real time; N = N x real time
-  size_t batch_size = 16384;  // the pipelines' default batch_size (runtime/pipeline_spec.h)
-  bool progress = false;      // draw a progress bar on stderr (a terminal)
+  double speed = 0;  // 0 = as fast as possible; 1 = real time; N = N x real time
+  // The pipelines' default (written once, in PipelineSettings).
+  size_t batch_size = static_cast<size_t>(runtime::PipelineSettings{}.batch_size);
+  bool progress = false;  // draw a progress bar on stderr (a terminal)
 };
 
 // Parses --speed: "max", "realtime", "10x" or a bare factor. nullopt if invalid.
