@@ -1,11 +1,13 @@
 #include "cli/pipeline_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
 #include <thread>
 
+#include "cli/allocator.h"
 #include "cli/commands.h"
 #include "cli/store_option.h"
 #include "connectors/metrics/metrics_server.h"
@@ -58,6 +60,8 @@ runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const Pi
 int run_engine(runtime::PipelineSpec spec, EngineOptions options, bool replay, bool quiet, bool strict,
                const PipelineFlags& flags) {
   const std::string& counters_json = flags.counters_json;
+  cap_arenas(options.threads > 0 ? options.threads
+                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   std::unique_ptr<connectors::metrics::MetricsServer> metrics_server;
   if (flags.metrics_port >= 0) {
     options.metrics = std::make_shared<connectors::metrics::MetricsHub>();

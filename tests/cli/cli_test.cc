@@ -3,12 +3,19 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "engine/component_docs.h"
 #include "formats/sha256.h"
@@ -247,7 +254,8 @@ TEST_CASE("replay: the console prints a closing revision as one short resolved l
                 "/in.jsonl --run-id run-c --ranks 8 --steps 45 --gpu-every 0 "
                 "--fault straggler:rank=3,from=5,to=15");
   REQUIRE_MESSAGE(syn.code == 0, syn.output);
-  auto r = sh("replay " + dir + "/in.jsonl --quiet --threads 2 --out " + dir + "/out");
+  auto r = sh("replay " + dir + "/in.jsonl --quiet --threads 2 --set RUNLENS_PUBLISH=ipc://" + dir + "/pub --out " +
+              dir + "/out");
   REQUIRE_MESSAGE(r.code == 0, r.output);
   std::string alerts = read_file(dir + "/out/alerts.jsonl");
   // The straggler's alert_id, from its first publication.
@@ -266,14 +274,15 @@ TEST_CASE("replay: the console prints a closing revision as one short resolved l
 
 namespace {
 
-// `runlens replay - --out DIR --quiet` with its standard input a pipe this
-// test holds open, started with GLIBC_TUNABLES as given (unset when empty);
-// returned once one of its threads waits in read(2) on that pipe.
+// `runlens replay - --out DIR --quiet [FLAGS]` (its alert stream on an ipc
+// socket in DIR) with its standard input a pipe this test holds open,
+// started with GLIBC_TUNABLES as given (unset when empty); returned once one
+// of its threads waits in read(2) on that pipe.
 struct WaitingReplay {
   pid_t pid = -1;
   int input = -1;  // the pipe's write end: closing it ends the replay
 
-  WaitingReplay(const std::string& dir, const std::string& tunables) {
+  WaitingReplay(const std::string& dir, const std::string& tunables, const std::vector<std::string>& flags = {}) {
     int fds[2];
     REQUIRE(pipe(fds) == 0);
     pid = fork();
@@ -288,7 +297,13 @@ struct WaitingReplay {
         setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
       }
       const std::string out = dir + "/out";
-      execl(kBin.c_str(), kBin.c_str(), "replay", "-", "--out", out.c_str(), "--quiet", static_cast<char*>(nullptr));
+      // Its own alert stream: another replay (a concurrent test) may hold the default port.
+      const std::string publish = "RUNLENS_PUBLISH=ipc://" + dir + "/pub";
+      std::vector<const char*> argv = {kBin.c_str(), "replay",  "-",     "--out",
+                                       out.c_str(),  "--quiet", "--set", publish.c_str()};
+      for (const auto& f : flags) argv.push_back(f.c_str());
+      argv.push_back(nullptr);
+      execv(kBin.c_str(), const_cast<char* const*>(argv.data()));
       _exit(127);
     }
     close(fds[0]);
@@ -317,6 +332,14 @@ struct WaitingReplay {
   }
   // Its /proc/PID/smaps.
   std::string mappings() const { return read_file("/proc/" + std::to_string(pid) + "/smaps"); }
+  // Writes `bytes` into its standard input (blocks while the pipe is full).
+  void feed(const std::string& bytes) {
+    for (size_t at = 0; at < bytes.size();) {
+      ssize_t n = write(input, bytes.data() + at, bytes.size() - at);
+      REQUIRE(n > 0);
+      at += static_cast<size_t>(n);
+    }
+  }
   int finish() {
     close(input);
     input = -1;
@@ -335,7 +358,81 @@ bool heap_on_huge_pages(const std::string& smaps) {
          smaps.substr(flags, smaps.find('\n', flags) - flags).find(" hg") != std::string::npos;
 }
 
+// The heaps of glibc malloc's thread arenas in /proc/PID/maps: each is an
+// anonymous mapping at a multiple of 64 MiB (HEAP_MAX_SIZE), read-write up to
+// what the arena uses and reserved (---p) to the next multiple.
+int arena_heaps(pid_t pid) {
+  constexpr uint64_t kHeapMax = uint64_t{64} << 20;
+  std::istringstream maps(read_file("/proc/" + std::to_string(pid) + "/maps"));
+  std::string line;
+  int heaps = 0;
+  uint64_t reserved_to = 0;  // the end a heap's ---p rest must reach
+  while (std::getline(maps, line)) {
+    uint64_t begin = 0, end = 0;
+    char perms[5] = {};
+    unsigned long long offset = 0, inode = 0;
+    char dev[16] = {};
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s %llx %15s %llu %n", &begin, &end, perms, &offset, dev, &inode,
+                    &name_at) < 6 ||
+        inode != 0 || line.find_first_not_of(' ', static_cast<size_t>(name_at)) != std::string::npos) {
+      reserved_to = 0;
+      continue;  // a file or a named mapping ([heap], [stack])
+    }
+    if (std::string_view(perms) == "rw-p" && begin % kHeapMax == 0) {
+      if (end == begin + kHeapMax) {
+        ++heaps;
+        reserved_to = 0;
+      } else {
+        reserved_to = begin + kHeapMax;
+      }
+    } else if (std::string_view(perms) == "---p" && reserved_to != 0 && end == reserved_to) {
+      ++heaps;
+      reserved_to = 0;
+    } else {
+      reserved_to = 0;
+    }
+  }
+  return heaps;
+}
+
 }  // namespace
+
+// docs/cli.md, "Memory allocator settings": malloc's arenas are capped at
+// the executor's threads plus one, at least three (two heaps besides the
+// main one, which is [heap]), unless GLIBC_TUNABLES is the operator's.
+TEST_CASE("replay caps malloc's arenas, unless GLIBC_TUNABLES says otherwise") {
+  std::string dir = scratch_dir("arenas");
+  const std::string input = dir + "/in.jsonl";
+  REQUIRE(sh("synth --ranks 64 --steps 800 --gpu-every 1 --out " + input).code == 0);
+  const std::string rows = read_file(input);
+  // The most heaps seen at once while a replay with two executor threads
+  // processes the rows, given in four parts.
+  auto most_heaps = [&](const std::string& tunables) {
+    WaitingReplay r(dir, tunables, {"--threads", "2"});
+    int most = 0;
+    for (size_t part = 0, at = 0; part < 4; ++part) {
+      size_t end = part == 3 ? rows.size() : rows.find('\n', rows.size() * (part + 1) / 4) + 1;
+      r.feed(rows.substr(at, end - at));
+      at = end;
+      for (int i = 0; i < 10; ++i) {
+        most = std::max(most, arena_heaps(r.pid));
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      }
+    }
+    CHECK(r.finish() == 0);
+    return most;
+  };
+  // Three arenas: the main one ([heap]) and at most two heaps. (Uncapped,
+  // glibc gives a heap to each thread that allocates while the others hold
+  // theirs: 3 were seen here with the cap taken out.)
+  const int capped = most_heaps("");
+  CHECK(capped >= 1);
+  CHECK(capped <= 2);
+  // The operator's cap stands: one arena, the main one.
+  CHECK(most_heaps("glibc.malloc.arena_max=1") == 0);
+  std::filesystem::remove_all(dir);
+}
 
 // docs/cli.md, "Memory allocator settings".
 TEST_CASE("replay puts its heap on transparent huge pages, unless GLIBC_TUNABLES says otherwise") {
