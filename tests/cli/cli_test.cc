@@ -360,7 +360,8 @@ bool heap_on_huge_pages(const std::string& smaps) {
 
 // The heaps of glibc malloc's thread arenas in /proc/PID/maps: each is an
 // anonymous mapping at a multiple of 64 MiB (HEAP_MAX_SIZE), read-write up to
-// what the arena uses and reserved (---p) to the next multiple.
+// what the arena uses and reserved (---p) to the next multiple. (An arena
+// past 64 MiB has a second heap; the test's arenas stay far below.)
 int arena_heaps(pid_t pid) {
   constexpr uint64_t kHeapMax = uint64_t{64} << 20;
   std::istringstream maps(read_file("/proc/" + std::to_string(pid) + "/maps"));
@@ -380,12 +381,10 @@ int arena_heaps(pid_t pid) {
       continue;  // a file or a named mapping ([heap], [stack])
     }
     if (std::string_view(perms) == "rw-p" && begin % kHeapMax == 0) {
-      if (end == begin + kHeapMax) {
-        ++heaps;
-        reserved_to = 0;
-      } else {
-        reserved_to = begin + kHeapMax;
-      }
+      // Whole heaps next to each other are one mapping; a partial one ends it.
+      const uint64_t whole = (end - begin) / kHeapMax;
+      heaps += static_cast<int>(whole);
+      reserved_to = (end - begin) % kHeapMax == 0 ? 0 : begin + (whole + 1) * kHeapMax;
     } else if (std::string_view(perms) == "---p" && reserved_to != 0 && end == reserved_to) {
       ++heaps;
       reserved_to = 0;
