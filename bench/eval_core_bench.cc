@@ -12,23 +12,22 @@
 // worker's heartbeats halfway, so its shards are retried elsewhere.
 #include <sys/resource.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "bench/timing.h"
 #include "eval/aggregator.h"
 #include "eval/scheduler.h"
 #include "eval/shard_plan.h"
 #include "eval/suite.h"
 
 using namespace runlens::eval;
+using runlens::bench::wall;
 
 namespace {
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 double peak_rss_mib() {
   rusage ru{};
@@ -117,7 +116,7 @@ int main(int argc, char** argv) {
   }
 
   double t_plan = 0, t_sched = 0, t_score = 0, t_agg = 0;
-  const double t0 = now_s();
+  const double t0 = wall();
   std::vector<Shard> shards = plan_shards(id, items, partition);
   Aggregator agg(id, metrics, shards);
   Scheduler sched(SchedulerOptions{1000});
@@ -129,46 +128,46 @@ int main(int argc, char** argv) {
   spec.checkpoint_id = "ck-bench";
   spec.shards = shards;
   sched.submit(std::move(spec), 0);
-  t_plan = now_s() - t0;
+  t_plan = wall() - t0;
 
   ShardResult result;
   int64_t t = 1;  // the scheduler's clock, in ms: one round per ms
   int64_t rounds = 0, rejected = 0;
   while (!is_terminal(sched.status(id))) {
-    double a = now_s();
+    double a = wall();
     std::vector<Assignment> as = sched.schedule(t);
-    t_sched += now_s() - a;
+    t_sched += wall() - a;
     for (const Assignment& asg : as) {
       const bool lost =
           lose_worker && asg.worker == "w0" && rounds > static_cast<int64_t>(shards.size()) / (2 * workers * slots);
       if (lost) continue;  // w0 went silent: its shard never reports
-      a = now_s();
+      a = wall();
       score(asg, heavy, &result);
-      t_score += now_s() - a;
-      a = now_s();
+      t_score += wall() - a;
+      a = wall();
       if (!sched.can_accept(id, asg.partition, asg.attempt)) continue;
       AcceptOutcome out = agg.accept(result);
-      t_agg += now_s() - a;
-      a = now_s();
+      t_agg += wall() - a;
+      a = wall();
       if (out.outcome == Acceptance::kRejected) {
         ++rejected;
         sched.fail(id, asg.partition, asg.attempt, asg.worker, out.reason, t);
       } else {
         sched.complete(id, asg.partition, asg.attempt, asg.worker, t);
       }
-      t_sched += now_s() - a;
+      t_sched += wall() - a;
     }
-    a = now_s();
+    a = wall();
     for (int w = 0; w < workers; ++w) {
       const bool silent = lose_worker && w == 0 && rounds > static_cast<int64_t>(shards.size()) / (2 * workers * slots);
       if (!silent) sched.heartbeat("w" + std::to_string(w), t);
     }
     sched.expire(t);
-    t_sched += now_s() - a;
+    t_sched += wall() - a;
     t += 100;
     ++rounds;
   }
-  const double total = now_s() - t0;
+  const double total = wall() - t0;
   const double coordination = total - t_score;
   std::vector<MetricResult> ms = agg.metrics();
 

@@ -8,7 +8,6 @@
 //
 //   build/bench/first_touch_bench [MiB (256)] [rounds (5)]
 #include <sys/mman.h>
-#include <time.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -20,11 +19,7 @@
 
 namespace {
 
-double now() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
+using runlens::bench::wall;
 
 struct Pass {
   double first = 0, again = 0;  // seconds
@@ -42,12 +37,12 @@ Pass touch(size_t bytes, bool huge) {
   char* p = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHuge - 1) & ~(kHuge - 1));
   if (huge && madvise(p, bytes, MADV_HUGEPAGE) != 0) std::perror("madvise(MADV_HUGEPAGE)");
   Pass r;
-  double t = now();
+  double t = wall();
   for (size_t i = 0; i < bytes; i += 4096) p[i] = 1;
-  r.first = now() - t;
-  t = now();
+  r.first = wall() - t;
+  t = wall();
   std::memset(p, 2, bytes);
-  r.again = now() - t;
+  r.again = wall() - t;
   munmap(raw, bytes + kHuge);
   return r;
 }

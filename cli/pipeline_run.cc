@@ -57,11 +57,12 @@ runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const Pi
   return load_pipeline(flags.pipeline, vars);
 }
 
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 int run_engine(runtime::PipelineSpec spec, EngineOptions options, bool replay, bool quiet, bool strict,
                const PipelineFlags& flags) {
   const std::string& counters_json = flags.counters_json;
-  cap_arenas(options.threads > 0 ? options.threads
-                                 : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  cap_arenas(options.threads > 0 ? options.threads : cores());
   std::unique_ptr<connectors::metrics::MetricsServer> metrics_server;
   if (flags.metrics_port >= 0) {
     options.metrics = std::make_shared<connectors::metrics::MetricsHub>();

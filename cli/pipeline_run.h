@@ -30,6 +30,9 @@ void add_pipeline_flags(CLI::App* sub, PipelineFlags* flags);
 runtime::PipelineSpec load_flagged_pipeline(const std::string& command, const PipelineFlags& flags,
                                             const std::map<std::string, std::string>& extra = {});
 
+// The machine's cores, at least one: what `--threads` means when not given.
+int cores();
+
 // Runs `spec` until the input ends or stop_requested(); prints the counters
 // unless `quiet`. Returns the exit code (kExitDeadLetters when `strict` and
 // there were dead letters).

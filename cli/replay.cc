@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <thread>
 
 #include "cli/commands.h"
 #include "cli/pipeline_run.h"
@@ -28,10 +27,7 @@ struct ReplayFlags {
 // (docs/performance.md), the second one mostly spinning for work the source
 // had not yet read. A paced replay's source mostly waits, as `run`'s does:
 // every core.
-int default_threads(double speed) {
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return speed == 0 ? std::max(1, cores - 1) : cores;
-}
+int default_threads(double speed) { return speed == 0 ? std::max(1, cores() - 1) : cores(); }
 
 int replay(const ReplayFlags& f) {
   runtime::PipelineSpec spec = load_flagged_pipeline("replay", f.pipeline);
