@@ -1,11 +1,17 @@
 #include "cli/allocator.h"
 
 #include <malloc.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <latch>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 namespace runlens::cli {
 
@@ -16,18 +22,23 @@ namespace {
 // free (mmap above 128 KiB, trimming the heap's top and the threads' arenas)
 // and take every page again on the next batch: a twelfth of a replay's CPU
 // went to page faults. Keeping freed memory for reuse costs 10-15 MiB of peak
-// RSS. The heap's first touch of each page was still a tenth of a replay's
-// CPU (in a VM a fault costs microseconds), so the commands that move rows
-// also ask for transparent huge pages on the heap (glibc's hugetlb=1, which
-// has no mallopt: glibc reads it at start, so runlens starts itself again
-// once with it in GLIBC_TUNABLES (same pid and name), and clears that for
-// the processes it starts).
-constexpr const char* kTunables =
-    "glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=268435456:"
-    "glibc.malloc.top_pad=67108864";
-constexpr const char* kTunedMark = "RUNLENS_MALLOC_TUNED";
+// RSS.
+constexpr size_t kTopPad = size_t{64} << 20;
 
-bool tuned = false;  // runlens set the allocator (not the operator's GLIBC_TUNABLES)
+// The heap's first touch of each 4 KiB page was still a tenth of a replay's
+// CPU (in a VM a fault costs microseconds), so the commands that move rows
+// put the heap on transparent huge pages. glibc does that itself only under
+// glibc.malloc.hugetlb=1, which it reads when a process starts (starting
+// the binary again with it cost 10-25 ms a command); runlens advises the
+// heaps instead (docs/cli.md, "Memory allocator settings").
+//
+// A thread arena's heap is a 64 MiB reservation aligned to its size
+// (glibc's HEAP_MAX_SIZE: it finds a chunk's heap by masking the address),
+// so the heap of the arena a pointer came from is known from the pointer.
+constexpr uintptr_t kThreadHeapBytes = uintptr_t{64} << 20;
+
+bool tuned = false;       // runlens set the allocator (not the operator's GLIBC_TUNABLES)
+bool huge_pages = false;  // ...and advises its heaps to use transparent huge pages
 
 bool moves_rows(int argc, char** argv) {
   if (argc < 2) return false;
@@ -38,39 +49,138 @@ bool moves_rows(int argc, char** argv) {
   return false;
 }
 
+// The kernel's transparent huge pages are off ("never"): then runlens asks
+// for none (MADV_COLLAPSE would make them regardless).
+bool thp_never() {
+  FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "re");
+  if (f == nullptr) return true;
+  char line[128] = {};
+  const bool read = std::fgets(line, sizeof line, f) != nullptr;
+  std::fclose(f);
+  return !read || std::string_view(line).find("[never]") != std::string_view::npos;
+}
+
+// The main arena's heap, [heap] in /proc/self/maps: where it begins.
+uintptr_t main_heap_begin() {
+  FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return 0;
+  char line[512];
+  uintptr_t begin = 0;
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    if (std::string_view(line).find("[heap]") != std::string_view::npos) {
+      unsigned long b = 0;
+      if (std::sscanf(line, "%lx-", &b) == 1) begin = b;
+      break;
+    }
+  }
+  std::fclose(maps);
+  return begin;
+}
+
+constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+constexpr uintptr_t align_up(uintptr_t a, uintptr_t to) { return (a + to - 1) & ~(to - 1); }
+
+// A 2 MiB piece that was touched before its advice is already on 4 KiB
+// pages (the kernel maps a huge page only where nothing is mapped yet):
+// MADV_COLLAPSE (Linux 6.1) puts it on one huge page now. Where the kernel
+// lacks it, the piece stays on 4 KiB pages.
+void collapse(uintptr_t begin, uintptr_t end) {
+#ifndef MADV_COLLAPSE
+  constexpr int MADV_COLLAPSE = 25;
+#endif
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_COLLAPSE);
+}
+
+uintptr_t main_heap_first = 0;  // [heap]'s first byte, once advised
+
+// The main arena grows its heap with brk, by what it needs plus M_TOP_PAD.
+// It grows here by kMainHeapRoom at once, in blocks freed at once, to an end
+// on a 2 MiB boundary (glibc: brk grows by the block, plus MINSIZE, less the
+// top chunk, rounded up to a page), and all of it is advised. The pages are
+// not touched, so RSS does not change. Growth past that room gets no advice
+// and is on 4 KiB pages.
+constexpr uintptr_t kMainHeapRoom = uintptr_t{128} << 20;
+
+void advise_main_heap() {
+  const uintptr_t begin = main_heap_begin();
+  const auto touched_end = reinterpret_cast<uintptr_t>(sbrk(0));
+  if (begin == 0 || touched_end < begin) return;
+  const uintptr_t target = (touched_end + kMainHeapRoom) & ~(kHugePage - 1);
+  mallopt(M_TOP_PAD, 0);
+  void* blocks[4] = {};
+  uintptr_t headers[4] = {};  // where each block's header is: touched before the advice
+  for (size_t i = 0; i < 4; ++i) {
+    const auto now = reinterpret_cast<uintptr_t>(sbrk(0));
+    if (now >= target) break;
+    // Below M_MMAP_THRESHOLD (64 MiB), or malloc maps it apart.
+    const size_t grow = std::min<size_t>(target - now, size_t{60} << 20);
+    const size_t chunk = grow + mallinfo2().keepcost - 32;  // keepcost: the top chunk
+    blocks[i] = std::malloc(chunk - 16);                    // a chunk of exactly `chunk` bytes
+    // Not from brk (another allocator, as under a sanitizer): nothing to advise.
+    if (blocks[i] == nullptr || reinterpret_cast<uintptr_t>(sbrk(0)) == now) break;
+    headers[i] = reinterpret_cast<uintptr_t>(blocks[i]) - 16;
+  }
+  for (void* block : blocks) std::free(block);
+  mallopt(M_TOP_PAD, static_cast<int>(kTopPad));
+  const auto end = reinterpret_cast<uintptr_t>(sbrk(0));
+  if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) != 0) return;
+  main_heap_first = begin;
+  // Touched before the advice: what was allocated before main() (a few
+  // hundred KiB, which may reach past the first whole 2 MiB piece) and the
+  // blocks' headers.
+  const uintptr_t first_untouched = align_up(touched_end, kHugePage);
+  collapse(align_up(begin, kHugePage), first_untouched);
+  for (uintptr_t header : headers) {
+    const uintptr_t piece = header & ~(kHugePage - 1);
+    if (piece >= first_untouched) collapse(piece, piece + kHugePage);
+  }
+}
+
+// Advises the heap of the arena the calling thread allocates from. glibc
+// wrote the heap's header when it made it, so its first 2 MiB are collapsed.
+void advise_own_arena() {
+  void* p = std::malloc(64);
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::free(p);
+  const auto brk_end = reinterpret_cast<uintptr_t>(sbrk(0));
+  if (at >= main_heap_first && at < brk_end) return;  // the main arena: advised already
+  const uintptr_t heap = at & ~(kThreadHeapBytes - 1);
+  if (madvise(reinterpret_cast<void*>(heap), kThreadHeapBytes, MADV_HUGEPAGE) == 0) collapse(heap, heap + kHugePage);
+}
+
+// Makes `arenas` thread arenas ahead of the threads that will use them:
+// as many threads at once, each with an arena of its own (glibc makes one
+// for a thread that allocates while every other is held, up to the cap),
+// advise their heaps and end. glibc hands an ended thread's arena to the
+// next thread that allocates, so the engine's threads take these.
+void advise_thread_arenas(int arenas) {
+  if (arenas <= 0) return;
+  std::latch all_allocated(arenas);
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(arenas));
+  for (int i = 0; i < arenas; ++i) {
+    threads.emplace_back([&] {
+      advise_own_arena();
+      all_allocated.arrive_and_wait();  // hold the arena until every thread has one
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 }  // namespace
 
 void tune_allocator(int argc, char** argv) {
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  const bool started_again = std::getenv(kTunedMark) != nullptr;
-  unsetenv(kTunedMark);
-  if (started_again && tunables != nullptr && std::string_view(tunables) == kTunables) {
-    // What this process starts gets glibc's defaults.
-    unsetenv("GLIBC_TUNABLES");
-    tuned = true;
-    return;
-  }
-  if (tunables != nullptr) return;
-  if (moves_rows(argc, argv)) {
-    setenv("GLIBC_TUNABLES", kTunables, 1);
-    setenv(kTunedMark, "1", 1);
-    // The binary's own path, not /proc/self/exe: the kernel names a process
-    // after the file it executes, and ps, pgrep and perf would show "exe".
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n > 0) {
-      self[n] = '\0';
-      execv(self, argv);
-    }
-    execv("/proc/self/exe", argv);
-    // Not possible here (no /proc): go on without huge pages.
-    unsetenv(kTunedMark);
-    unsetenv("GLIBC_TUNABLES");
-  }
+  // An operator's GLIBC_TUNABLES decide alone.
+  if (std::getenv("GLIBC_TUNABLES") != nullptr) return;
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  mallopt(M_TOP_PAD, 64 << 20);
+  mallopt(M_TOP_PAD, static_cast<int>(kTopPad));
   tuned = true;
+  if (!moves_rows(argc, argv) || thp_never()) return;
+  huge_pages = true;
+  advise_main_heap();
+  // Two: the arenas of a command's two busiest threads besides main's.
+  advise_thread_arenas(2);
 }
 
 // glibc gives each thread that allocates an arena of its own, up to eight a
@@ -81,7 +191,10 @@ void tune_allocator(int argc, char** argv) {
 // from 132 to 138 MiB with three arenas, in the same time (docs/performance.md,
 // "Fewer malloc arenas"). A thread created past the cap shares an arena.
 void cap_arenas(int executor_threads) {
-  if (tuned) mallopt(M_ARENA_MAX, std::max(3, executor_threads + 1));
+  if (!tuned) return;
+  const int arenas = std::max(3, executor_threads + 1);
+  mallopt(M_ARENA_MAX, arenas);
+  if (huge_pages) advise_thread_arenas(arenas - 1);
 }
 
 }  // namespace runlens::cli

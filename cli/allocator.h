@@ -5,16 +5,17 @@
 
 namespace runlens::cli {
 
-// Called first in main(). The commands that move rows start the binary again
-// once with the settings in GLIBC_TUNABLES (glibc reads hugetlb only when a
-// process starts); the others set the thresholds with mallopt. An operator's
-// own GLIBC_TUNABLES win: then nothing is set, here or in cap_arenas.
+// Called first in main(). Sets the thresholds with mallopt; the commands
+// that move rows also advise the main heap and two thread arenas' heaps to
+// use transparent huge pages. An operator's own GLIBC_TUNABLES win: then
+// nothing is set, here or in cap_arenas.
 void tune_allocator(int argc, char** argv);
 
 // Caps malloc's arenas at executor_threads + 1, and at least 3, when
-// tune_allocator set the allocator. Called before the engine starts its
-// threads (glibc makes a thread's arena at its first allocation and keeps
-// the limit it read when it made the first one).
+// tune_allocator set the allocator, and makes (and advises) the arenas the
+// cap allows. Called before the engine starts its threads (glibc makes a
+// thread's arena at the thread's first allocation, and fixes its limit the
+// first time it makes one with a cap set).
 void cap_arenas(int executor_threads);
 
 }  // namespace runlens::cli

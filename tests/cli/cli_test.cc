@@ -358,6 +358,34 @@ bool heap_on_huge_pages(const std::string& smaps) {
          smaps.substr(flags, smaps.find('\n', flags) - flags).find(" hg") != std::string::npos;
 }
 
+// The heaps of glibc malloc's thread arenas in smaps (anonymous, read-write,
+// at a multiple of 64 MiB; see arena_heaps below): how many there are, and
+// how many of them are advised to use huge pages ("hg" in VmFlags).
+std::pair<int, int> thread_heaps_on_huge_pages(const std::string& smaps) {
+  constexpr uint64_t kHeapMax = uint64_t{64} << 20;
+  std::istringstream lines(smaps);
+  std::string line;
+  int heaps = 0, advised = 0;
+  bool in_heap = false;
+  while (std::getline(lines, line)) {
+    uint64_t begin = 0, end = 0;
+    char perms[5] = {};
+    unsigned long long offset = 0, inode = 0;
+    char dev[16] = {};
+    int name_at = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s %llx %15s %llu %n", &begin, &end, perms, &offset, dev, &inode,
+                    &name_at) >= 6) {
+      in_heap = inode == 0 && std::string_view(perms) == "rw-p" && begin % kHeapMax == 0 &&
+                line.find_first_not_of(' ', static_cast<size_t>(name_at)) == std::string::npos;
+      heaps += in_heap ? 1 : 0;
+    } else if (in_heap && line.rfind("VmFlags:", 0) == 0) {
+      advised += line.find(" hg") != std::string::npos ? 1 : 0;
+      in_heap = false;
+    }
+  }
+  return {heaps, advised};
+}
+
 // The heaps of glibc malloc's thread arenas in /proc/PID/maps: each is an
 // anonymous mapping at a multiple of 64 MiB (HEAP_MAX_SIZE), read-write up to
 // what the arena uses and reserved (---p) to the next multiple. (An arena
@@ -439,12 +467,18 @@ TEST_CASE("replay puts its heap on transparent huge pages, unless GLIBC_TUNABLES
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   {
     WaitingReplay r(dir, "");
-    // Started again under its own name, not as "exe" (ps, pgrep and perf read it).
+    // Started once, as itself: not again with GLIBC_TUNABLES (as runlens
+    // did before 2026-12-05), which would be in the environment it started with.
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/comm") == "runlens\n");
+    CHECK(read_file("/proc/" + std::to_string(r.pid) + "/environ").find("GLIBC_TUNABLES=") == std::string::npos);
     const std::string smaps = r.mappings();
     if (thp.find("[madvise]") != std::string::npos) {
-      // glibc advises the heap only in the kernel's madvise mode ("always" needs no advice).
+      // Advice matters only in the kernel's madvise mode ("always" needs none):
+      // the main heap and every thread arena's heap.
       CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
+      auto [heaps, advised] = thread_heaps_on_huge_pages(smaps);
+      CHECK(heaps >= 1);
+      CHECK_MESSAGE(advised == heaps, smaps);
     } else {
       MESSAGE("transparent huge pages are not in madvise mode here: " << thp);
     }
