@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <latch>
+#include <mutex>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -94,11 +95,12 @@ void collapse(uintptr_t begin, uintptr_t end) {
 uintptr_t main_heap_first = 0;  // [heap]'s first byte, once advised
 
 // The main arena grows its heap with brk, by what it needs plus M_TOP_PAD.
-// It grows here by kMainHeapRoom at once, in blocks freed at once, to an end
-// on a 2 MiB boundary (glibc: brk grows by the block, plus MINSIZE, less the
-// top chunk, rounded up to a page), and all of it is advised. The pages are
-// not touched, so RSS does not change. Growth past that room gets no advice
-// and is on 4 KiB pages.
+// It grows here by kMainHeapRoom at once, by one block freed at once (with
+// no pad, and not mapped apart) to an end on a 2 MiB boundary (glibc: brk
+// grows by the block, plus MINSIZE, less the top chunk, rounded up to a
+// page), and all of it is advised. Its pages are not touched, so RSS does not
+// change; the block's header is where the heap's top was. Growth past that
+// room gets no advice and is on 4 KiB pages.
 constexpr uintptr_t kMainHeapRoom = uintptr_t{128} << 20;
 
 void advise_main_heap() {
@@ -107,45 +109,64 @@ void advise_main_heap() {
   if (begin == 0 || touched_end < begin) return;
   const uintptr_t target = (touched_end + kMainHeapRoom) & ~(kHugePage - 1);
   mallopt(M_TOP_PAD, 0);
-  void* blocks[4] = {};
-  uintptr_t headers[4] = {};  // where each block's header is: touched before the advice
-  for (size_t i = 0; i < 4; ++i) {
-    const auto now = reinterpret_cast<uintptr_t>(sbrk(0));
-    if (now >= target) break;
-    // Below M_MMAP_THRESHOLD (64 MiB), or malloc maps it apart.
-    const size_t grow = std::min<size_t>(target - now, size_t{60} << 20);
-    const size_t chunk = grow + mallinfo2().keepcost - 32;  // keepcost: the top chunk
-    blocks[i] = std::malloc(chunk - 16);                    // a chunk of exactly `chunk` bytes
-    // Not from brk (another allocator, as under a sanitizer): nothing to advise.
-    if (blocks[i] == nullptr || reinterpret_cast<uintptr_t>(sbrk(0)) == now) break;
-    headers[i] = reinterpret_cast<uintptr_t>(blocks[i]) - 16;
-  }
-  for (void* block : blocks) std::free(block);
-  mallopt(M_TOP_PAD, static_cast<int>(kTopPad));
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  const size_t chunk = (target - touched_end) + mallinfo2().keepcost - 32;  // keepcost: the top chunk
+  void* block = std::malloc(chunk - 16);                                    // a chunk of exactly `chunk` bytes
   const auto end = reinterpret_cast<uintptr_t>(sbrk(0));
+  std::free(block);
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TOP_PAD, static_cast<int>(kTopPad));
+  // Not from brk (another allocator, as under a sanitizer): nothing to advise.
+  if (block == nullptr || end == touched_end) return;
   if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) != 0) return;
   main_heap_first = begin;
-  // Touched before the advice: what was allocated before main() (a few
-  // hundred KiB, which may reach past the first whole 2 MiB piece) and the
-  // blocks' headers.
-  const uintptr_t first_untouched = align_up(touched_end, kHugePage);
-  collapse(align_up(begin, kHugePage), first_untouched);
-  for (uintptr_t header : headers) {
-    const uintptr_t piece = header & ~(kHugePage - 1);
-    if (piece >= first_untouched) collapse(piece, piece + kHugePage);
-  }
+  // What was allocated before main() (a few hundred KiB) may reach past the
+  // heap's first whole 2 MiB piece.
+  collapse(align_up(begin, kHugePage), align_up(touched_end, kHugePage));
 }
 
+// The heaps advised so far (tune_allocator's and cap_arenas's threads may
+// meet the same arenas).
+std::mutex advised_mu;
+std::vector<uintptr_t> advised_heaps;
+std::vector<void*> fillers;  // see advise_own_arena
+
 // Advises the heap of the arena the calling thread allocates from. glibc
-// wrote the heap's header when it made it, so its first 2 MiB are collapsed.
+// wrote the heap's header, and so mapped its first 2 MiB on 4 KiB pages,
+// before the advice: in a heap just made, one block that is never freed
+// takes the rest of those 2 MiB (address space only: it is not touched), so
+// that what the arena hands out starts on a huge page.
 void advise_own_arena() {
   void* p = std::malloc(64);
   const auto at = reinterpret_cast<uintptr_t>(p);
-  std::free(p);
   const auto brk_end = reinterpret_cast<uintptr_t>(sbrk(0));
-  if (at >= main_heap_first && at < brk_end) return;  // the main arena: advised already
+  if (p == nullptr || (at >= main_heap_first && at < brk_end)) {
+    std::free(p);  // the main arena: advised already
+    return;
+  }
   const uintptr_t heap = at & ~(kThreadHeapBytes - 1);
-  if (madvise(reinterpret_cast<void*>(heap), kThreadHeapBytes, MADV_HUGEPAGE) == 0) collapse(heap, heap + kHugePage);
+  {
+    std::lock_guard lock(advised_mu);
+    if (std::find(advised_heaps.begin(), advised_heaps.end(), heap) != advised_heaps.end()) {
+      std::free(p);
+      return;
+    }
+    advised_heaps.push_back(heap);
+  }
+  if (madvise(reinterpret_cast<void*>(heap), kThreadHeapBytes, MADV_HUGEPAGE) != 0) {
+    std::free(p);
+    return;
+  }
+  // The first block from a heap just made (glibc's heap header and arena
+  // take a few KiB): the top chunk starts right after it, at at + 64.
+  const uintptr_t top = at + 64;
+  if (top - heap < (uintptr_t{64} << 10)) {
+    // A chunk up to the 2 MiB boundary; kept (never freed) where the
+    // compiler cannot drop it.
+    std::lock_guard lock(advised_mu);
+    fillers.push_back(std::malloc(heap + kHugePage - top - 16));
+  }
+  std::free(p);
 }
 
 // Makes `arenas` thread arenas ahead of the threads that will use them:
