@@ -485,7 +485,7 @@ TEST_CASE("replay puts its heap on transparent huge pages, unless GLIBC_TUNABLES
     CHECK(r.finish() == 0);
   }
   {
-    // The operator's setting wins: no advice, and runlens does not start itself again with its own.
+    // The operator's setting wins: no advice anywhere.
     WaitingReplay r(dir, "glibc.malloc.hugetlb=0");
     CHECK(r.mappings().find(" hg") == std::string::npos);
     CHECK(r.finish() == 0);
