@@ -358,25 +358,41 @@ bool heap_on_huge_pages(const std::string& smaps) {
          smaps.substr(flags, smaps.find('\n', flags) - flags).find(" hg") != std::string::npos;
 }
 
+constexpr uint64_t kHeapMax = uint64_t{64} << 20;  // glibc's HEAP_MAX_SIZE
+
+// One mapping's line of /proc/PID/maps or smaps ("BEGIN-END PERMS OFFSET DEV
+// INODE [NAME]"); false for smaps' other lines.
+struct Mapping {
+  uint64_t begin = 0, end = 0;
+  std::string perms;
+  bool anonymous = false;  // no file and no name ([heap], [stack])
+};
+bool parse_mapping(const std::string& line, Mapping* m) {
+  char perms[5] = {};
+  unsigned long long offset = 0, inode = 0;
+  char dev[16] = {};
+  int name_at = 0;
+  if (std::sscanf(line.c_str(), "%lx-%lx %4s %llx %15s %llu %n", &m->begin, &m->end, perms, &offset, dev, &inode,
+                  &name_at) < 6) {
+    return false;
+  }
+  m->perms = perms;
+  m->anonymous = inode == 0 && line.find_first_not_of(' ', static_cast<size_t>(name_at)) == std::string::npos;
+  return true;
+}
+
 // The heaps of glibc malloc's thread arenas in smaps (anonymous, read-write,
 // at a multiple of 64 MiB; see arena_heaps below): how many there are, and
 // how many of them are advised to use huge pages ("hg" in VmFlags).
 std::pair<int, int> thread_heaps_on_huge_pages(const std::string& smaps) {
-  constexpr uint64_t kHeapMax = uint64_t{64} << 20;
   std::istringstream lines(smaps);
   std::string line;
   int heaps = 0, advised = 0;
   bool in_heap = false;
   while (std::getline(lines, line)) {
-    uint64_t begin = 0, end = 0;
-    char perms[5] = {};
-    unsigned long long offset = 0, inode = 0;
-    char dev[16] = {};
-    int name_at = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx %4s %llx %15s %llu %n", &begin, &end, perms, &offset, dev, &inode,
-                    &name_at) >= 6) {
-      in_heap = inode == 0 && std::string_view(perms) == "rw-p" && begin % kHeapMax == 0 &&
-                line.find_first_not_of(' ', static_cast<size_t>(name_at)) == std::string::npos;
+    Mapping m;
+    if (parse_mapping(line, &m)) {
+      in_heap = m.anonymous && m.perms == "rw-p" && m.begin % kHeapMax == 0;
       heaps += in_heap ? 1 : 0;
     } else if (in_heap && line.rfind("VmFlags:", 0) == 0) {
       advised += line.find(" hg") != std::string::npos ? 1 : 0;
@@ -391,29 +407,22 @@ std::pair<int, int> thread_heaps_on_huge_pages(const std::string& smaps) {
 // what the arena uses and reserved (---p) to the next multiple. (An arena
 // past 64 MiB has a second heap; the test's arenas stay far below.)
 int arena_heaps(pid_t pid) {
-  constexpr uint64_t kHeapMax = uint64_t{64} << 20;
   std::istringstream maps(read_file("/proc/" + std::to_string(pid) + "/maps"));
   std::string line;
   int heaps = 0;
   uint64_t reserved_to = 0;  // the end a heap's ---p rest must reach
   while (std::getline(maps, line)) {
-    uint64_t begin = 0, end = 0;
-    char perms[5] = {};
-    unsigned long long offset = 0, inode = 0;
-    char dev[16] = {};
-    int name_at = 0;
-    if (std::sscanf(line.c_str(), "%lx-%lx %4s %llx %15s %llu %n", &begin, &end, perms, &offset, dev, &inode,
-                    &name_at) < 6 ||
-        inode != 0 || line.find_first_not_of(' ', static_cast<size_t>(name_at)) != std::string::npos) {
+    Mapping m;
+    if (!parse_mapping(line, &m) || !m.anonymous) {
       reserved_to = 0;
       continue;  // a file or a named mapping ([heap], [stack])
     }
-    if (std::string_view(perms) == "rw-p" && begin % kHeapMax == 0) {
+    if (m.perms == "rw-p" && m.begin % kHeapMax == 0) {
       // Whole heaps next to each other are one mapping; a partial one ends it.
-      const uint64_t whole = (end - begin) / kHeapMax;
+      const uint64_t whole = (m.end - m.begin) / kHeapMax;
       heaps += static_cast<int>(whole);
-      reserved_to = (end - begin) % kHeapMax == 0 ? 0 : begin + (whole + 1) * kHeapMax;
-    } else if (std::string_view(perms) == "---p" && reserved_to != 0 && end == reserved_to) {
+      reserved_to = (m.end - m.begin) % kHeapMax == 0 ? 0 : m.begin + (whole + 1) * kHeapMax;
+    } else if (m.perms == "---p" && reserved_to != 0 && m.end == reserved_to) {
       ++heaps;
       reserved_to = 0;
     } else {
