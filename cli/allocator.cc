@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <latch>
 #include <mutex>
 #include <string_view>
@@ -178,12 +179,19 @@ void advise_thread_arenas(int arenas) {
   if (arenas <= 0) return;
   std::latch all_allocated(arenas);
   std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(arenas));
-  for (int i = 0; i < arenas; ++i) {
-    threads.emplace_back([&] {
-      advise_own_arena();
-      all_allocated.arrive_and_wait();  // hold the arena until every thread has one
-    });
+  int started = 0;
+  try {
+    threads.reserve(static_cast<size_t>(arenas));
+    for (; started < arenas; ++started) {
+      threads.emplace_back([&] {
+        advise_own_arena();
+        all_allocated.arrive_and_wait();  // hold the arena until every thread has one
+      });
+    }
+  } catch (const std::exception&) {
+    // No thread to spare (a limit on threads): the advice is only a hint.
+    // Release the threads that did start.
+    all_allocated.count_down(arenas - started);
   }
   for (auto& t : threads) t.join();
 }

@@ -470,6 +470,35 @@ TEST_CASE("replay caps malloc's arenas, unless GLIBC_TUNABLES says otherwise") {
   std::filesystem::remove_all(dir);
 }
 
+// docs/cli.md, "Memory allocator settings": the allocator's advice makes
+// arenas on threads of its own, and a process that may start no thread (a
+// user at its limit) still runs: the advice is only a hint. (e46695f aborted
+// here with std::system_error.)
+TEST_CASE("a command that moves rows runs where it may start no thread") {
+  if (getuid() != 0 || sh("--version").code != 0 ||
+      runlens::testing::shell("command -v setpriv && command -v prlimit").code != 0) {
+    MESSAGE("needs root, setpriv and prlimit (util-linux) to run as another user with a limit on threads");
+    return;
+  }
+  std::string dir = scratch_dir("no-threads");
+  std::filesystem::permissions(dir, std::filesystem::perms::all);  // the other user writes here
+  const std::string bin = dir + "/runlens";
+  std::error_code ec;
+  std::filesystem::create_hard_link(kBin, bin, ec);
+  if (ec) std::filesystem::copy_file(kBin, bin);
+  REQUIRE(sh("synth --ranks 4 --steps 5 --out " + dir + "/in.jsonl").code == 0);
+  std::filesystem::permissions(dir + "/in.jsonl", std::filesystem::perms::others_read,
+                               std::filesystem::perm_options::add);
+  // RLIMIT_NPROC counts the user's processes and threads: at 1, this process
+  // is all it may have (root is exempt, hence another user).
+  auto r = runlens::testing::shell("setpriv --reuid=65534 --regid=65534 --clear-groups prlimit --nproc=1 " + bin +
+                                   " convert " + dir + "/in.jsonl " + dir + "/out.rlrec");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  CHECK(r.output.find("converted") != std::string::npos);
+  CHECK(std::filesystem::exists(dir + "/out.rlrec"));
+  std::filesystem::remove_all(dir);
+}
+
 // docs/cli.md, "Memory allocator settings".
 TEST_CASE("replay puts its heap on transparent huge pages, unless GLIBC_TUNABLES says otherwise") {
   std::string dir = scratch_dir("huge-pages");
