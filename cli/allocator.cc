@@ -25,7 +25,9 @@ namespace {
 // and take every page again on the next batch: a twelfth of a replay's CPU
 // went to page faults. Keeping freed memory for reuse costs 10-15 MiB of peak
 // RSS.
-constexpr size_t kTopPad = size_t{64} << 20;
+constexpr int kMmapThreshold = 64 << 20;
+constexpr int kTrimThreshold = 256 << 20;
+constexpr int kTopPad = 64 << 20;
 
 // The heap's first touch of each 4 KiB page was still a tenth of a replay's
 // CPU (in a VM a fault costs microseconds), so the commands that move rows
@@ -110,13 +112,13 @@ void advise_main_heap() {
   if (begin == 0 || touched_end < begin) return;
   const uintptr_t target = (touched_end + kMainHeapRoom) & ~(kHugePage - 1);
   mallopt(M_TOP_PAD, 0);
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(2 * kMainHeapRoom));           // the block comes from brk
   const size_t chunk = (target - touched_end) + mallinfo2().keepcost - 32;  // keepcost: the top chunk
   void* block = std::malloc(chunk - 16);                                    // a chunk of exactly `chunk` bytes
   const auto end = reinterpret_cast<uintptr_t>(sbrk(0));
   std::free(block);
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TOP_PAD, static_cast<int>(kTopPad));
+  mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
+  mallopt(M_TOP_PAD, kTopPad);
   // Not from brk (another allocator, as under a sanitizer): nothing to advise.
   if (block == nullptr || end == touched_end) return;
   if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) != 0) return;
@@ -201,9 +203,9 @@ void advise_thread_arenas(int arenas) {
 void tune_allocator(int argc, char** argv) {
   // An operator's GLIBC_TUNABLES decide alone.
   if (std::getenv("GLIBC_TUNABLES") != nullptr) return;
-  mallopt(M_MMAP_THRESHOLD, 64 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-  mallopt(M_TOP_PAD, static_cast<int>(kTopPad));
+  mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kTrimThreshold);
+  mallopt(M_TOP_PAD, kTopPad);
   tuned = true;
   if (!moves_rows(argc, argv) || thp_never()) return;
   huge_pages = true;
