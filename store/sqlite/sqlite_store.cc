@@ -25,6 +25,7 @@
 #include "formats/jsonl_codec.h"
 #include "schema/symbol_index.h"
 #include "sqlite_fresh_schema.h"
+#include "store/sqlite/fresh_image.h"
 #include "store/sqlite/gpu_blocks.h"
 #include "store/sqlite/sqlite_schema.h"
 #include "store/sqlite/wal_checkpointer.h"
@@ -264,15 +265,14 @@ std::shared_ptr<Db> open_db(const std::string& path, OpenMode mode, int target_v
     auto parent = std::filesystem::path(path).parent_path();
     std::error_code ec;
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    // A new store at the current version is written whole from the build's
+    // image (store/sqlite/fresh_image.h); migrate() below then finds it done.
+    if (target_version == kSchemaVersion) sqlite::place_fresh_image(path);
   }
   auto db = std::make_shared<Db>(path, mode);
   if (mode == OpenMode::kReadWrite) {
-    // 16 KiB pages for a new store (an existing one keeps its own: SQLite
-    // sets the page size when the file is first written): a block of a node's
-    // GPU samples (about 6 KB) then fits a page instead of a chain of
-    // overflow pages (docs/performance.md: a replay of a 1024-GPU run, 7 %
-    // less CPU).
-    db->exec("PRAGMA page_size = 16384");
+    // The page size of a new store made here, not from the image.
+    db->exec(("PRAGMA page_size = " + std::to_string(kSqlitePageSize)).c_str());
     // WAL: one writer, many readers that never block on it. NORMAL sync is
     // durable across application crashes and cheap per commit.
     db->exec("PRAGMA journal_mode = WAL");

@@ -4,9 +4,12 @@
 // schema that file was written with; newer or unmigrated stores are refused.
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
+#include <vector>
 
 #include "formats/jsonl_codec.h"
+#include "store/sqlite/fresh_image.h"
 #include "store/sqlite/sqlite_schema.h"
 #include "store/sqlite/sqlite_store.h"
 #include "store/store.h"
@@ -259,6 +262,100 @@ TEST_CASE("migration: version 1 built by today's code is the schema the frozen s
   };
   CHECK(history(built) == history(fresh));
   CHECK(store::sqlite::schema_version(fresh) == store::sqlite::kSchemaVersion);
+  std::filesystem::remove_all(dir);
+}
+
+// The files in `dir`, by name, one a line.
+std::string listing(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) names.insert(e.path().filename().string());
+  std::string out;
+  for (const auto& n : names) out += n + "\n";
+  return out;
+}
+
+TEST_CASE("migration: a new store written from the build's image is the store its schema's SQL makes") {
+  std::string dir = fresh_dir("fresh-image");
+  // From the image: nothing was there.
+  std::string image = dir + "/image.db";
+  REQUIRE(store::sqlite::place_fresh_image(image));
+  CHECK(store::sqlite::schema_version(image) == store::sqlite::kSchemaVersion);
+  // From the SQL: an empty file was there already, so no image is written.
+  std::string sql = dir + "/sql.db";
+  std::ofstream(sql).close();
+  CHECK_FALSE(store::sqlite::place_fresh_image(sql));
+  CHECK(std::filesystem::file_size(sql) == 0);
+  { store::open_store(url_of(sql)); }
+  { store::open_store(url_of(image)); }
+  CHECK(schema_of(image) == schema_of(sql));
+  for (const std::string& db : {image, sql}) {
+    CAPTURE(db);
+    SqliteFile f(db);
+    CHECK(f.rows("PRAGMA integrity_check") == "ok\n");
+    CHECK(f.rows("PRAGMA journal_mode") == "wal\n");
+    CHECK(f.rows("PRAGMA page_size") == std::to_string(store::kSqlitePageSize) + "\n");
+  }
+  CHECK(SqliteFile(image).rows("SELECT version, description FROM schema_version ORDER BY version") ==
+        SqliteFile(sql).rows("SELECT version, description FROM schema_version ORDER BY version"));
+  // A store from the image takes rows and gives them back.
+  {
+    store::Store s = store::open_store(url_of(image));
+    store::MetricBatch mb;
+    mb.gpu_samples = {gpu_row("node-1", 100, 0), gpu_row("node-1", 200, 1)};
+    s.metrics->write(mb);
+    CHECK(s.metrics->gpu_samples({"node-1"}, INT64_MIN, INT64_MAX).size() == 2);
+  }
+  CHECK(SqliteFile(image).rows("PRAGMA integrity_check") == "ok\n");
+  // Nothing is written where something is, or where it cannot be made; nothing is left beside.
+  std::string before = SqliteFile(image).rows("SELECT count(*) FROM gpu_sample_blocks");
+  CHECK_FALSE(store::sqlite::place_fresh_image(image));
+  CHECK(SqliteFile(image).rows("SELECT count(*) FROM gpu_sample_blocks") == before);
+  CHECK_FALSE(store::sqlite::place_fresh_image(dir));
+  CHECK_FALSE(store::sqlite::place_fresh_image(dir + "/missing/x.db"));
+  CHECK_FALSE(store::sqlite::place_fresh_image(":memory:"));
+  CHECK_FALSE(store::sqlite::place_fresh_image("file:" + dir + "/uri.db"));
+  CHECK_FALSE(std::filesystem::exists(dir + "/missing"));
+  CHECK(listing(dir) == "image.db\nsql.db\n");
+  // A read-only open makes nothing.
+  CHECK_THROWS_AS(store::open_store(url_of(dir + "/none.db"), {store::OpenMode::kReadOnly}), store::StoreError);
+  CHECK_FALSE(std::filesystem::exists(dir + "/none.db"));
+  // Older versions are made by their migrations, not from the image.
+  { store::sqlite::open(dir + "/v3.db", store::OpenMode::kReadWrite, 3); }
+  CHECK(store::sqlite::schema_version(dir + "/v3.db") == 3);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("migration: stores made at once, from threads, by the same path all open whole") {
+  std::string dir = fresh_dir("fresh-race");
+  for (int round = 0; round < 5; ++round) {
+    std::string db = dir + "/race-" + std::to_string(round) + ".db";
+    std::vector<int> versions(6, -1);
+    std::vector<std::string> errors(versions.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < versions.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          versions[i] = store::open_store(url_of(db)).schema_version;
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < versions.size(); ++i) {
+      CAPTURE(i);
+      CHECK(errors[i] == "");
+      CHECK(versions[i] == store::sqlite::kSchemaVersion);
+    }
+    CHECK(SqliteFile(db).rows("PRAGMA integrity_check") == "ok\n");
+    CHECK(SqliteFile(db).rows("SELECT count(*) FROM schema_version") ==
+          std::to_string(store::sqlite::kSchemaVersion) + "\n");
+  }
+  // No file is left beside the stores.
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    CAPTURE(e.path().string());
+    CHECK(e.path().filename().string().find(".new-") == std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }
 
