@@ -74,8 +74,9 @@ WalCheckpointer::WalCheckpointer(sqlite3* writer, const std::string& path, Optio
   }
   sqlite3_busy_timeout(s_->own, 1000);
   // A connection learns that the file is in WAL mode (and opens the log) on
-  // its first read; until then a checkpoint through it does nothing.
-  if (sqlite3_exec(s_->own, "SELECT count(*) FROM sqlite_schema", nullptr, nullptr, nullptr) != SQLITE_OK) {
+  // its first read; until then a checkpoint through it does nothing. The
+  // schema cookie is read from the file's header: the schema is not parsed.
+  if (sqlite3_exec(s_->own, "PRAGMA schema_version", nullptr, nullptr, nullptr) != SQLITE_OK) {
     std::string why = sqlite3_errmsg(s_->own);
     sqlite3_close(s_->own);
     throw StoreError("cannot read store " + path + " for its checkpoints: " + why);

@@ -54,8 +54,10 @@ class TimelineSink final : public Operator, private timeline::Output {
       if (!p.empty() && !parent.empty()) std::filesystem::create_directories(parent, ec);
     }
     try {
-      store_ = store::open_store(o_.store_url);   // the writer's connection (migrates)
-      reader_ = store::open_store(o_.store_url);  // this thread's, for runs stored before
+      store_ = store::open_store(o_.store_url);  // the writer's connection (migrates)
+      // This thread's, for runs stored before. Read-only: it never writes,
+      // so it needs no checkpointer of its own (a thread and a connection).
+      reader_ = store::open_store(o_.store_url, {store::OpenMode::kReadOnly});
     } catch (const store::StoreError& e) {
       throw runtime::ConfigError({runtime::Diagnostic{{}, "", e.what()}});
     }
