@@ -6,7 +6,8 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "sqlite_fresh_image.h"
 #include "store/sqlite/sqlite_store.h"
