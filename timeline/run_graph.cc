@@ -733,10 +733,12 @@ class RunGraphBuilder::Impl {
 
   void rank_rows(RunState& st, const StepRecord& rec, int64_t t, const char* why) {
     // A step's ranks at once, and a failure window's steps one after another:
-    // room for what a commit can take, not regrown step by step.
+    // room for what a commit can take, not regrown step by step. A commit
+    // comes once the rows reach commit_rows, so the last step may pass it by
+    // all but one of its ranks (regrown, the batch had taken twice the room).
     if (metrics_.rank_steps.capacity() == 0)
-      metrics_.rank_steps.reserve(
-          static_cast<size_t>(std::max<int64_t>(static_cast<int64_t>(rec.ranks.size()), o_.commit_rows - pending_)));
+      metrics_.rank_steps.reserve(static_cast<size_t>(std::max<int64_t>(0, o_.commit_rows - pending_) +
+                                                      static_cast<int64_t>(rec.ranks.size())));
     for (size_t i = 0; i < rec.ranks.size(); ++i) {
       const Step& s = rec.ranks[i];
       store::RankStepRow row;
