@@ -4,10 +4,16 @@
 // (docs/performance.md, "What a fresh page costs here"). In a VM the first
 // touch of a page the host has not backed is a fault in the host too, so
 // the rate moves with the host's state; run it next to a benchmark to read
-// the machine's phase.
+// the machine's phase. With PAUSE, each pass waits that many seconds first:
+// a host that takes back the memory its guest leaves free (free page
+// reporting, a few seconds after the free) then meets every pass cold, as a
+// command run on its own does (docs/performance.md, "Huge pages or not,
+// measured at start"); without it, each pass but the first reuses what the
+// pass before freed a moment ago.
 //
-//   build/bench/first_touch_bench [MiB (256)] [rounds (5)]
+//   build/bench/first_touch_bench [MiB (256)] [rounds (5)] [PAUSE seconds (0)]
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -52,14 +58,16 @@ Pass touch(size_t bytes, bool huge) {
 int main(int argc, char** argv) {
   const size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 256;
   const int rounds = argc > 2 ? std::atoi(argv[2]) : 5;
-  if (mib == 0 || rounds <= 0) {
-    std::fprintf(stderr, "usage: first_touch_bench [MiB] [rounds]\n");
+  const int pause = argc > 3 ? std::atoi(argv[3]) : 0;
+  if (mib == 0 || rounds <= 0 || pause < 0) {
+    std::fprintf(stderr, "usage: first_touch_bench [MiB] [rounds] [pause seconds]\n");
     return 2;
   }
   const size_t bytes = mib << 20;
   std::vector<double> first[2], again[2];
   for (int r = 0; r < rounds; ++r) {
     for (int huge = 0; huge < 2; ++huge) {  // alternating
+      if (pause > 0) sleep(static_cast<unsigned>(pause));
       Pass p = touch(bytes, huge != 0);
       first[huge].push_back(p.first);
       again[huge].push_back(p.again);

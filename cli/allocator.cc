@@ -36,6 +36,13 @@ constexpr int kTopPad = 64 << 20;
 // the binary again with it cost 10-25 ms a command); runlens advises the
 // heaps instead (docs/cli.md, "Memory allocator settings").
 //
+// RUNLENS_HUGE_PAGES=never keeps the heap on 4 KiB pages instead. In a VM
+// whose host takes back the memory its guest leaves free, huge pages that
+// have sat free a few seconds cost 2-3 ms a MiB at first touch against
+// 0.1 ms when freed a moment before, and 4 KiB pages 0.4-0.5 ms every time:
+// a replay run on its own is faster on 4 KiB pages there, one run right
+// after another slower (docs/performance.md, "Huge pages after a pause").
+//
 // A thread arena's heap is a 64 MiB reservation aligned to its size
 // (glibc's HEAP_MAX_SIZE: it finds a chunk's heap by masking the address),
 // so the heap of the arena a pointer came from is known from the pointer.
@@ -43,6 +50,17 @@ constexpr uintptr_t kThreadHeapBytes = uintptr_t{64} << 20;
 
 bool tuned = false;       // runlens set the allocator (not the operator's GLIBC_TUNABLES)
 bool huge_pages = false;  // ...and advises its heaps to use transparent huge pages
+
+// RUNLENS_HUGE_PAGES: always (the default, also when unset or empty) or
+// never; anything else is reported and taken as always.
+bool huge_pages_wanted() {
+  const char* v = std::getenv("RUNLENS_HUGE_PAGES");
+  const std::string_view value = v == nullptr ? "" : v;
+  if (value.empty() || value == "always") return true;
+  if (value == "never") return false;
+  std::fprintf(stderr, "runlens: RUNLENS_HUGE_PAGES is always or never, not '%s': using always\n", v);
+  return true;
+}
 
 bool moves_rows(int argc, char** argv) {
   if (argc < 2) return false;
@@ -106,7 +124,9 @@ uintptr_t main_heap_first = 0;  // [heap]'s first byte, once advised
 // room gets no advice and is on 4 KiB pages.
 constexpr uintptr_t kMainHeapRoom = uintptr_t{128} << 20;
 
-void advise_main_heap() {
+// `huge`: advised MADV_HUGEPAGE, else MADV_NOHUGEPAGE (the kernel's "always"
+// mode would use huge pages regardless, and khugepaged collapse pieces).
+void advise_main_heap(bool huge) {
   const uintptr_t begin = main_heap_begin();
   const auto touched_end = reinterpret_cast<uintptr_t>(sbrk(0));
   if (begin == 0 || touched_end < begin) return;
@@ -121,6 +141,10 @@ void advise_main_heap() {
   mallopt(M_TOP_PAD, kTopPad);
   // Not from brk (another allocator, as under a sanitizer): nothing to advise.
   if (block == nullptr || end == touched_end) return;
+  if (!huge) {
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_NOHUGEPAGE);
+    return;
+  }
   if (madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE) != 0) return;
   main_heap_first = begin;
   // What was allocated before main() (a few hundred KiB) may reach past the
@@ -208,10 +232,10 @@ void tune_allocator(int argc, char** argv) {
   mallopt(M_TOP_PAD, kTopPad);
   tuned = true;
   if (!moves_rows(argc, argv) || thp_never()) return;
-  huge_pages = true;
-  advise_main_heap();
+  huge_pages = huge_pages_wanted();
+  advise_main_heap(huge_pages);
   // Two: the arenas of a command's two busiest threads besides main's.
-  advise_thread_arenas(2);
+  if (huge_pages) advise_thread_arenas(2);
 }
 
 // glibc gives each thread that allocates an arena of its own, up to eight a

@@ -282,7 +282,9 @@ struct WaitingReplay {
   pid_t pid = -1;
   int input = -1;  // the pipe's write end: closing it ends the replay
 
-  WaitingReplay(const std::string& dir, const std::string& tunables, const std::vector<std::string>& flags = {}) {
+  // `huge_pages`: RUNLENS_HUGE_PAGES (empty: unset).
+  WaitingReplay(const std::string& dir, const std::string& tunables, const std::vector<std::string>& flags = {},
+                const std::string& huge_pages = "") {
     int fds[2];
     REQUIRE(pipe(fds) == 0);
     pid = fork();
@@ -295,6 +297,11 @@ struct WaitingReplay {
         unsetenv("GLIBC_TUNABLES");
       } else {
         setenv("GLIBC_TUNABLES", tunables.c_str(), 1);
+      }
+      if (huge_pages.empty()) {
+        unsetenv("RUNLENS_HUGE_PAGES");
+      } else {
+        setenv("RUNLENS_HUGE_PAGES", huge_pages.c_str(), 1);
       }
       const std::string out = dir + "/out";
       // Its own alert stream: another replay (a concurrent test) may hold the default port.
@@ -349,14 +356,16 @@ struct WaitingReplay {
   }
 };
 
-// Whether mappings marked for huge pages (VmFlags "hg") include the heap.
-bool heap_on_huge_pages(const std::string& smaps) {
+// Whether the heap's mapping has `flag` in its VmFlags ("hg": advised to use
+// huge pages, "nh": advised not to).
+bool heap_flag(const std::string& smaps, std::string_view flag) {
   size_t heap = smaps.find("[heap]");
   if (heap == std::string::npos) return false;
   size_t flags = smaps.find("VmFlags:", heap);
   return flags != std::string::npos &&
-         smaps.substr(flags, smaps.find('\n', flags) - flags).find(" hg") != std::string::npos;
+         smaps.substr(flags, smaps.find('\n', flags) - flags).find(" " + std::string(flag)) != std::string::npos;
 }
+bool heap_on_huge_pages(const std::string& smaps) { return heap_flag(smaps, "hg"); }
 
 constexpr uint64_t kHeapMax = uint64_t{64} << 20;  // glibc's HEAP_MAX_SIZE
 
@@ -499,33 +508,49 @@ TEST_CASE("a command that moves rows runs where it may start no thread") {
 }
 
 // docs/cli.md, "Memory allocator settings".
-TEST_CASE("replay puts its heap on transparent huge pages, unless GLIBC_TUNABLES says otherwise") {
+TEST_CASE("replay puts its heap on transparent huge pages unless RUNLENS_HUGE_PAGES or GLIBC_TUNABLES say otherwise") {
   std::string dir = scratch_dir("huge-pages");
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
+  const bool madvise_mode = thp.find("[madvise]") != std::string::npos;
+  if (!madvise_mode) MESSAGE("transparent huge pages are not in madvise mode here: " << thp);
   {
-    WaitingReplay r(dir, "");
+    WaitingReplay r(dir, "");  // RUNLENS_HUGE_PAGES unset: always
     // Started once, as itself: not again with GLIBC_TUNABLES (as runlens
     // did before 2026-12-05), which would be in the environment it started with.
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/comm") == "runlens\n");
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/environ").find("GLIBC_TUNABLES=") == std::string::npos);
     const std::string smaps = r.mappings();
-    if (thp.find("[madvise]") != std::string::npos) {
+    if (madvise_mode) {
       // Advice matters only in the kernel's madvise mode ("always" needs none):
       // the main heap and every thread arena's heap.
       CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
       auto [heaps, advised] = thread_heaps_on_huge_pages(smaps);
       CHECK(heaps >= 1);
       CHECK_MESSAGE(advised == heaps, smaps);
-    } else {
-      MESSAGE("transparent huge pages are not in madvise mode here: " << thp);
     }
     CHECK(r.finish() == 0);
   }
   {
-    // The operator's setting wins: no advice anywhere.
-    WaitingReplay r(dir, "glibc.malloc.hugetlb=0");
+    // never: the heap advised against huge pages, and no advice for them anywhere.
+    WaitingReplay r(dir, "", {}, "never");
+    const std::string smaps = r.mappings();
+    CHECK_MESSAGE(smaps.find(" hg") == std::string::npos, smaps);
+    if (thp.find("[never]") == std::string::npos) CHECK_MESSAGE(heap_flag(smaps, "nh"), smaps);
+    CHECK(r.finish() == 0);
+  }
+  {
+    // The operator's GLIBC_TUNABLES win over everything: no advice anywhere.
+    WaitingReplay r(dir, "glibc.malloc.hugetlb=0", {}, "always");
     CHECK(r.mappings().find(" hg") == std::string::npos);
     CHECK(r.finish() == 0);
   }
+  // A value it does not know is reported and taken as always.
+  REQUIRE(sh("synth --ranks 2 --steps 3 --out " + dir + "/tiny.jsonl").code == 0);
+  auto r = runlens::testing::shell("env -u GLIBC_TUNABLES RUNLENS_HUGE_PAGES=sometimes " + kBin + " replay " + dir +
+                                   "/tiny.jsonl --out " + dir + "/tiny-out --quiet");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  CHECK_MESSAGE(
+      r.output.find("RUNLENS_HUGE_PAGES is always or never, not 'sometimes': using always") != std::string::npos,
+      r.output);
   std::filesystem::remove_all(dir);
 }
