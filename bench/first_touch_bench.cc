@@ -7,8 +7,8 @@
 // the machine's phase. With PAUSE, each pass waits that many seconds first:
 // a host that takes back the memory its guest leaves free (free page
 // reporting, a few seconds after the free) then meets every pass cold, as a
-// command run on its own does (docs/performance.md, "Huge pages or not,
-// measured at start"); without it, each pass but the first reuses what the
+// command run on its own does (docs/performance.md, "Huge pages after a
+// pause"); without it, each pass but the first reuses what the
 // pass before freed a moment ago.
 //
 //   build/bench/first_touch_bench [MiB (256)] [rounds (5)] [PAUSE seconds (0)]

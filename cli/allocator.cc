@@ -38,7 +38,7 @@ constexpr int kTopPad = 64 << 20;
 //
 // RUNLENS_HUGE_PAGES=never keeps the heap on 4 KiB pages instead. In a VM
 // whose host takes back the memory its guest leaves free, huge pages that
-// have sat free a few seconds cost 2-3 ms a MiB at first touch against
+// have sat free a few seconds cost 1.7-2.8 ms a MiB at first touch against
 // 0.1 ms when freed a moment before, and 4 KiB pages 0.4-0.5 ms every time:
 // a replay run on its own is faster on 4 KiB pages there, one run right
 // after another slower (docs/performance.md, "Huge pages after a pause").
