@@ -12,9 +12,10 @@
 // detector that forgets an open incident (its run ended) closes it first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
+#include <vector>
 
 #include "schema/alert.h"
 #include "schema/row.h"
@@ -33,7 +34,9 @@ class Incident {
   // when it closes one (n observations without a hit: re-armed; the caller
   // calls close()).
   Change observe(int64_t seq, bool hit, int64_t tag) {
-    while (!hits_.empty() && hits_.front().seq <= seq - n_) hits_.pop_front();
+    size_t old = 0;
+    while (old < hits_.size() && hits_[old].seq <= seq - n_) ++old;
+    hits_.erase(hits_.begin(), hits_.begin() + static_cast<std::ptrdiff_t>(old));
     if (hit && (hits_.empty() || hits_.back().seq != seq)) hits_.push_back({seq, tag});
     if (active_) {
       if (!hits_.empty()) return Change::kNone;
@@ -89,7 +92,11 @@ class Incident {
     }
   };
   int64_t k_ = 1, n_ = 1;
-  std::deque<Hit> hits_;
+  // At most n hits, oldest first. A vector, not a deque: an empty deque
+  // allocates (576 bytes here), and a detector keeps an incident per GPU and
+  // kind, most of which never see a hit (8192 deques, 4.1 MB, in a replay of
+  // 1024 GPUs). The state codec writes both alike.
+  std::vector<Hit> hits_;
   bool active_ = false;
   std::shared_ptr<const Alert> alert_;  // raised, not yet closed
 };

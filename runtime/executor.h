@@ -1186,6 +1186,26 @@ class Executor {
     p->pending.push_back(std::move(run));
   }
 
+  // Hands the released rows to the operator, fetching each row's cache lines
+  // a few rows ahead. The rows were made on the source's thread (another
+  // core's cache) and are read where they lie, through references: without
+  // it an operator's first read of a row waits on memory (asof_join,
+  // gpu_health and rank_join took 17-20 % less time with it;
+  // docs/performance.md, "Rows fetched ahead").
+  static void process_in_order(Operator<R>* op, const std::vector<Ref>& order, Emitter<R>& out) {
+    constexpr size_t kAhead = 6;
+    const size_t n = order.size();
+    const Ref* refs = order.data();
+    for (size_t i = 0; i < n; ++i) {
+      if (i + kAhead < n) {
+        const char* row = reinterpret_cast<const char*>(refs[i + kAhead].row);
+        for (size_t at = 0; at < sizeof(R); at += 64) __builtin_prefetch(row + at);
+        __builtin_prefetch(row + sizeof(R) - 1);  // a row that straddles one line more
+      }
+      op->process(*refs[i].row, out);
+    }
+  }
+
   // Lets go of what a run has released: the batches whose rows are all
   // before `head`, and, once most of the run is released, those rows.
   static void trim(PendingRun& run) {
@@ -1220,7 +1240,7 @@ class Executor {
     p->pending_rows -= p->order.size();
     p->emitted.clear();
     Emitter<R> out(&p->emitted, p->forwarded_wm);
-    for (const Ref& r : p->order) p->op->process(*r.row, out);
+    process_in_order(p->op.get(), p->order, out);
     // A sink has handled (published, written) the rows this watermark released.
     if (node->consumers.empty() && p->arrival_ns != 0 && !p->order.empty())
       node->counters.latency.record(steady_ns() - p->arrival_ns, p->order.size());
