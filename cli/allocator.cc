@@ -36,30 +36,42 @@ constexpr int kTopPad = 64 << 20;
 // the binary again with it cost 10-25 ms a command); runlens advises the
 // heaps instead (docs/cli.md, "Memory allocator settings").
 //
-// RUNLENS_HUGE_PAGES=never keeps the heap on 4 KiB pages instead. In a VM
-// whose host takes back the memory its guest leaves free, huge pages that
-// have sat free a few seconds cost 1.7-2.8 ms a MiB at first touch against
-// 0.1 ms when freed a moment before, and 4 KiB pages 0.4-0.5 ms every time:
-// a replay run on its own is faster on 4 KiB pages there, one run right
-// after another slower (docs/performance.md, "Huge pages after a pause").
+// In a VM whose host takes back the memory its guest leaves free, huge pages
+// that have sat free a few seconds cost 1.7-2.8 ms a MiB at first touch
+// against 0.1 ms when freed a moment before, and 4 KiB pages 0.4-0.5 ms
+// every time (docs/performance.md, "Huge pages after a pause"). So by
+// default only the main heap, where the operators' state is read at random,
+// is on huge pages; the threads' arenas, which a source's batches stream
+// through (35-45 MiB at a replay's peak), are on 4 KiB pages: a replay was
+// 8-18 % faster so after a pause, and as fast or faster in most sets right
+// after another ("Huge pages for the main heap only").
 //
 // A thread arena's heap is a 64 MiB reservation aligned to its size
 // (glibc's HEAP_MAX_SIZE: it finds a chunk's heap by masking the address),
 // so the heap of the arena a pointer came from is known from the pointer.
 constexpr uintptr_t kThreadHeapBytes = uintptr_t{64} << 20;
 
-bool tuned = false;       // runlens set the allocator (not the operator's GLIBC_TUNABLES)
-bool huge_pages = false;  // ...and advises its heaps to use transparent huge pages
+// RUNLENS_HUGE_PAGES: which heaps are on transparent huge pages.
+//   heap (the default, also when unset or empty): the main heap, where the
+//     operators' state lives; the threads' arenas, where a source's batches
+//     stream through, on 4 KiB pages;
+//   always: the threads' arenas too;
+//   never: none.
+// Anything else is reported and taken as the default.
+enum class HugePages { kHeap, kAlways, kNever };
 
-// RUNLENS_HUGE_PAGES: always (the default, also when unset or empty) or
-// never; anything else is reported and taken as always.
-bool huge_pages_wanted() {
+bool tuned = false;                       // runlens set the allocator (not the operator's GLIBC_TUNABLES)
+bool advised = false;                     // ...and advises its heaps (the command moves rows)
+HugePages huge_pages = HugePages::kHeap;  // ...which way
+
+HugePages huge_pages_wanted() {
   const char* v = std::getenv("RUNLENS_HUGE_PAGES");
   const std::string_view value = v == nullptr ? "" : v;
-  if (value.empty() || value == "always") return true;
-  if (value == "never") return false;
-  std::fprintf(stderr, "runlens: RUNLENS_HUGE_PAGES is always or never, not '%s': using always\n", v);
-  return true;
+  if (value.empty() || value == "heap") return HugePages::kHeap;
+  if (value == "always") return HugePages::kAlways;
+  if (value == "never") return HugePages::kNever;
+  std::fprintf(stderr, "runlens: RUNLENS_HUGE_PAGES is heap, always or never, not '%s': using heap\n", v);
+  return HugePages::kHeap;
 }
 
 bool moves_rows(int argc, char** argv) {
@@ -158,12 +170,14 @@ std::mutex advised_mu;
 std::vector<uintptr_t> advised_heaps;
 std::vector<void*> fillers;  // see advise_own_arena
 
-// Advises the heap of the arena the calling thread allocates from. glibc
-// wrote the heap's header, and so mapped its first 2 MiB on 4 KiB pages,
-// before the advice: in a heap just made, one block that is never freed
-// takes the rest of those 2 MiB (address space only: it is not touched), so
-// that what the arena hands out starts on a huge page.
-void advise_own_arena() {
+// Advises the heap of the arena the calling thread allocates from, `huge`
+// or not (MADV_NOHUGEPAGE: the kernel's "always" mode would use huge pages
+// regardless). glibc wrote the heap's header, and so mapped its first 2 MiB
+// on 4 KiB pages, before the advice: in a heap just made and advised huge,
+// one block that is never freed takes the rest of those 2 MiB (address
+// space only: it is not touched), so that what the arena hands out starts on
+// a huge page.
+void advise_own_arena(bool huge) {
   void* p = std::malloc(64);
   const auto at = reinterpret_cast<uintptr_t>(p);
   const auto brk_end = reinterpret_cast<uintptr_t>(sbrk(0));
@@ -180,7 +194,7 @@ void advise_own_arena() {
     }
     advised_heaps.push_back(heap);
   }
-  if (madvise(reinterpret_cast<void*>(heap), kThreadHeapBytes, MADV_HUGEPAGE) != 0) {
+  if (madvise(reinterpret_cast<void*>(heap), kThreadHeapBytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0 || !huge) {
     std::free(p);
     return;
   }
@@ -199,9 +213,9 @@ void advise_own_arena() {
 // Makes `arenas` thread arenas ahead of the threads that will use them:
 // as many threads at once, each with an arena of its own (glibc makes one
 // for a thread that allocates while every other is held, up to the cap),
-// advise their heaps and end. glibc hands an ended thread's arena to the
-// next thread that allocates, so the engine's threads take these.
-void advise_thread_arenas(int arenas) {
+// advise their heaps (`huge` or not) and end. glibc hands an ended thread's
+// arena to the next thread that allocates, so the engine's threads take these.
+void advise_thread_arenas(int arenas, bool huge) {
   if (arenas <= 0) return;
   std::latch all_allocated(arenas);
   std::vector<std::thread> threads;
@@ -210,7 +224,7 @@ void advise_thread_arenas(int arenas) {
     threads.reserve(static_cast<size_t>(arenas));
     for (; started < arenas; ++started) {
       threads.emplace_back([&] {
-        advise_own_arena();
+        advise_own_arena(huge);
         all_allocated.arrive_and_wait();  // hold the arena until every thread has one
       });
     }
@@ -232,10 +246,11 @@ void tune_allocator(int argc, char** argv) {
   mallopt(M_TOP_PAD, kTopPad);
   tuned = true;
   if (!moves_rows(argc, argv) || thp_never()) return;
+  advised = true;
   huge_pages = huge_pages_wanted();
-  advise_main_heap(huge_pages);
+  advise_main_heap(huge_pages != HugePages::kNever);
   // Two: the arenas of a command's two busiest threads besides main's.
-  if (huge_pages) advise_thread_arenas(2);
+  advise_thread_arenas(2, huge_pages == HugePages::kAlways);
 }
 
 // glibc gives each thread that allocates an arena of its own, up to eight a
@@ -249,7 +264,7 @@ void cap_arenas(int executor_threads) {
   if (!tuned) return;
   const int arenas = std::max(3, executor_threads + 1);
   mallopt(M_ARENA_MAX, arenas);
-  if (huge_pages) advise_thread_arenas(arenas - 1);
+  if (advised) advise_thread_arenas(arenas - 1, huge_pages == HugePages::kAlways);
 }
 
 }  // namespace runlens::cli

@@ -392,8 +392,8 @@ bool parse_mapping(const std::string& line, Mapping* m) {
 
 // The heaps of glibc malloc's thread arenas in smaps (anonymous, read-write,
 // at a multiple of 64 MiB; see arena_heaps below): how many there are, and
-// how many of them are advised to use huge pages ("hg" in VmFlags).
-std::pair<int, int> thread_heaps_on_huge_pages(const std::string& smaps) {
+// how many of them have `flag` in their VmFlags ("hg", "nh").
+std::pair<int, int> thread_heaps_flagged(const std::string& smaps, std::string_view flag) {
   std::istringstream lines(smaps);
   std::string line;
   int heaps = 0, advised = 0;
@@ -404,7 +404,7 @@ std::pair<int, int> thread_heaps_on_huge_pages(const std::string& smaps) {
       in_heap = m.anonymous && m.perms == "rw-p" && m.begin % kHeapMax == 0;
       heaps += in_heap ? 1 : 0;
     } else if (in_heap && line.rfind("VmFlags:", 0) == 0) {
-      advised += line.find(" hg") != std::string::npos ? 1 : 0;
+      advised += line.find(" " + std::string(flag)) != std::string::npos ? 1 : 0;
       in_heap = false;
     }
   }
@@ -512,45 +512,68 @@ TEST_CASE("replay puts its heap on transparent huge pages unless RUNLENS_HUGE_PA
   std::string dir = scratch_dir("huge-pages");
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   const bool madvise_mode = thp.find("[madvise]") != std::string::npos;
+  const bool thp_never = thp.find("[never]") != std::string::npos;
   if (!madvise_mode) MESSAGE("transparent huge pages are not in madvise mode here: " << thp);
+  // Every thread arena's heap has `flag` ("hg" or "nh"), and there is one.
+  auto every_arena = [](const std::string& smaps, std::string_view flag) {
+    auto [heaps, flagged] = thread_heaps_flagged(smaps, flag);
+    CHECK(heaps >= 1);
+    CHECK_MESSAGE(flagged == heaps, flag << " on " << flagged << " of " << heaps << " arena heaps\n" << smaps);
+  };
   {
-    WaitingReplay r(dir, "");  // RUNLENS_HUGE_PAGES unset: always
+    WaitingReplay r(dir, "");  // RUNLENS_HUGE_PAGES unset: heap
     // Started once, as itself: not again with GLIBC_TUNABLES (as runlens
     // did before 2026-12-05), which would be in the environment it started with.
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/comm") == "runlens\n");
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/environ").find("GLIBC_TUNABLES=") == std::string::npos);
     const std::string smaps = r.mappings();
-    if (madvise_mode) {
-      // Advice matters only in the kernel's madvise mode ("always" needs none):
-      // the main heap and every thread arena's heap.
+    if (!thp_never) {
+      // The main heap on huge pages, every thread arena's heap advised against
+      // them (the kernel's "always" mode would give them huge pages).
       CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
-      auto [heaps, advised] = thread_heaps_on_huge_pages(smaps);
-      CHECK(heaps >= 1);
-      CHECK_MESSAGE(advised == heaps, smaps);
+      every_arena(smaps, "nh");
+      CHECK_MESSAGE(thread_heaps_flagged(smaps, "hg").second == 0, smaps);
     }
     CHECK(r.finish() == 0);
   }
   {
-    // never: the heap advised against huge pages, and no advice for them anywhere.
+    // always: the thread arenas' heaps too.
+    WaitingReplay r(dir, "", {}, "always");
+    const std::string smaps = r.mappings();
+    if (!thp_never) {
+      CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
+      every_arena(smaps, "hg");
+    }
+    CHECK(r.finish() == 0);
+  }
+  {
+    // never: the heap and every arena's heap advised against huge pages.
     WaitingReplay r(dir, "", {}, "never");
     const std::string smaps = r.mappings();
     CHECK_MESSAGE(smaps.find(" hg") == std::string::npos, smaps);
-    if (thp.find("[never]") == std::string::npos) CHECK_MESSAGE(heap_flag(smaps, "nh"), smaps);
+    if (!thp_never) {
+      CHECK_MESSAGE(heap_flag(smaps, "nh"), smaps);
+      every_arena(smaps, "nh");
+    }
     CHECK(r.finish() == 0);
   }
   {
     // The operator's GLIBC_TUNABLES win over everything: no advice anywhere.
     WaitingReplay r(dir, "glibc.malloc.hugetlb=0", {}, "always");
-    CHECK(r.mappings().find(" hg") == std::string::npos);
+    const std::string smaps = r.mappings();
+    CHECK(smaps.find(" hg") == std::string::npos);
+    // (glibc advises its threads' stacks nh itself.)
+    CHECK(!heap_flag(smaps, "nh"));
+    CHECK_MESSAGE(thread_heaps_flagged(smaps, "nh").second == 0, smaps);
     CHECK(r.finish() == 0);
   }
-  // A value it does not know is reported and taken as always.
+  // A value it does not know is reported and taken as the default.
   REQUIRE(sh("synth --ranks 2 --steps 3 --out " + dir + "/tiny.jsonl").code == 0);
   auto r = runlens::testing::shell("env -u GLIBC_TUNABLES RUNLENS_HUGE_PAGES=sometimes " + kBin + " replay " + dir +
                                    "/tiny.jsonl --out " + dir + "/tiny-out --quiet");
   CHECK_MESSAGE(r.code == 0, r.output);
   CHECK_MESSAGE(
-      r.output.find("RUNLENS_HUGE_PAGES is always or never, not 'sometimes': using always") != std::string::npos,
+      r.output.find("RUNLENS_HUGE_PAGES is heap, always or never, not 'sometimes': using heap") != std::string::npos,
       r.output);
   std::filesystem::remove_all(dir);
 }
