@@ -42,7 +42,7 @@ constexpr int kTopPad = 64 << 20;
 // every time (docs/performance.md, "Huge pages after a pause"). So by
 // default only the main heap, where the operators' state is read at random,
 // is on huge pages; the threads' arenas, which a source's batches stream
-// through (35-45 MiB at a replay's peak), are on 4 KiB pages: a replay was
+// through (30-41 MiB at a replay's peak), are on 4 KiB pages: a replay was
 // 8-18 % faster so after a pause, and as fast or faster in most sets right
 // after another ("Huge pages for the main heap only").
 //
