@@ -55,8 +55,13 @@ def profile(runlens, path, hz, workdir):
         per_tid[tid] += 1
     main_tids = {tid for tid, main, _ in samples if main}
     names = {}
+    others = 0
     for tid, _ in per_tid.most_common():
-        names[tid] = "main" if tid in main_tids else "t%d" % (len(names) + 1 - len(main_tids & names.keys()))
+        if tid in main_tids:
+            names[tid] = "main"
+        else:
+            others += 1
+            names[tid] = "t%d" % others
     by_symbol = collections.Counter()
     by_thread = collections.Counter()
     for tid, _, symbol in samples:

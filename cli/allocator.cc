@@ -194,7 +194,9 @@ void advise_own_arena(bool huge) {
     }
     advised_heaps.push_back(heap);
   }
-  if (madvise(reinterpret_cast<void*>(heap), kThreadHeapBytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) != 0 || !huge) {
+  const bool advised_huge =
+      madvise(reinterpret_cast<void*>(heap), kThreadHeapBytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) == 0 && huge;
+  if (!advised_huge) {  // the filler below is for a heap on huge pages only
     std::free(p);
     return;
   }

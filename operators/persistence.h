@@ -94,8 +94,8 @@ class Incident {
   int64_t k_ = 1, n_ = 1;
   // At most n hits, oldest first. A vector, not a deque: an empty deque
   // allocates (576 bytes here), and a detector keeps an incident per GPU and
-  // kind, most of which never see a hit (8192 deques, 4.1 MB, in a replay of
-  // 1024 GPUs). The state codec writes both alike.
+  // kind, most of which never see a hit (8,196 deques, 4.1 MB, in a replay
+  // of 1024 GPUs). The state codec writes both alike.
   std::vector<Hit> hits_;
   bool active_ = false;
   std::shared_ptr<const Alert> alert_;  // raised, not yet closed

@@ -1189,9 +1189,10 @@ class Executor {
   // Hands the released rows to the operator, fetching each row's cache lines
   // a few rows ahead. The rows were made on the source's thread (another
   // core's cache) and are read where they lie, through references: without
-  // it an operator's first read of a row waits on memory (asof_join,
-  // gpu_health and rank_join took 17-20 % less time with it;
-  // docs/performance.md, "Rows fetched ahead").
+  // it an operator's first read of a row waits on memory (the operators that
+  // read GPU samples and step rows first took 16-21 % less time with it;
+  // docs/performance.md, "Huge pages for the main heap only; rows fetched
+  // ahead").
   static void process_in_order(Operator<R>* op, const std::vector<Ref>& order, Emitter<R>& out) {
     constexpr size_t kAhead = 6;
     const size_t n = order.size();
