@@ -29,22 +29,27 @@ constexpr int kMmapThreshold = 64 << 20;
 constexpr int kTrimThreshold = 256 << 20;
 constexpr int kTopPad = 64 << 20;
 
-// The heap's first touch of each 4 KiB page was still a tenth of a replay's
-// CPU (in a VM a fault costs microseconds), so the commands that move rows
-// put the heap on transparent huge pages. glibc does that itself only under
-// glibc.malloc.hugetlb=1, which it reads when a process starts (starting
-// the binary again with it cost 10-25 ms a command); runlens advises the
-// heaps instead (docs/cli.md, "Memory allocator settings").
-//
-// In a VM whose host takes back the memory its guest leaves free, huge pages
-// that have sat free a few seconds cost 1.7-2.8 ms a MiB at first touch
-// against 0.1 ms when freed a moment before, and 4 KiB pages 0.4-0.5 ms
-// every time (docs/performance.md, "Huge pages after a pause"). So by
-// default only the main heap, where the operators' state is read at random,
-// is on huge pages; the threads' arenas, which a source's batches stream
-// through (30-41 MiB at a replay's peak), are on 4 KiB pages: a replay was
-// 8-18 % faster so after a pause, and as fast or faster in most sets right
-// after another ("Huge pages for the main heap only").
+// The heaps' pages: 4 KiB or transparent huge pages. Which is cheaper to
+// touch first depends on the machine and its host, not on runlens:
+//   - where each 4 KiB page's first touch cost 11 us (2.7 ms a MiB, a VM of
+//     2026-12-02..05), huge pages were cheaper in every state (1.1-1.8 ms a
+//     MiB at worst), and the main heap was put on them;
+//   - in a VM whose host takes back the memory its guest leaves free (a
+//     virtio balloon reporting free 2 MiB blocks, the machine since
+//     2026-12-06), a huge page that has been given back costs 1.7-4.2 ms a
+//     MiB at first touch, one freed a moment before 0.1 ms, and 4 KiB pages
+//     0.4-0.5 ms every time. There a replay on 4 KiB pages took 7-27 % less
+//     time than with its main heap on huge pages (alone, back to back or
+//     after a pause: 3 files, 6-8 runs each), side by side with the peers as
+//     long, and live as much (docs/performance.md, "4 KiB pages by default").
+// So by default no heap is advised onto huge pages (`never`: 4 KiB pages,
+// the bounded cost), and RUNLENS_HUGE_PAGES=heap puts the main heap, where
+// the operators' state is read at random, back on them for a machine of the
+// first kind (bench/first_touch_bench tells which kind a machine is). glibc
+// would put the heaps on huge pages itself only under
+// glibc.malloc.hugetlb=1, which it reads when a process starts (starting the
+// binary again with it cost 10-25 ms a command); runlens advises the heaps
+// instead (docs/cli.md, "Memory allocator settings").
 //
 // A thread arena's heap is a 64 MiB reservation aligned to its size
 // (glibc's HEAP_MAX_SIZE: it finds a chunk's heap by masking the address),
@@ -52,26 +57,26 @@ constexpr int kTopPad = 64 << 20;
 constexpr uintptr_t kThreadHeapBytes = uintptr_t{64} << 20;
 
 // RUNLENS_HUGE_PAGES: which heaps are on transparent huge pages.
-//   heap (the default, also when unset or empty): the main heap, where the
-//     operators' state lives; the threads' arenas, where a source's batches
-//     stream through, on 4 KiB pages;
-//   always: the threads' arenas too;
-//   never: none.
+//   never (the default, also when unset or empty): none, every heap advised
+//     against them (the kernel's "always" mode would use them regardless);
+//   heap: the main heap, where the operators' state lives; the threads'
+//     arenas, where a source's batches stream through, on 4 KiB pages;
+//   always: the threads' arenas too.
 // Anything else is reported and taken as the default.
 enum class HugePages { kHeap, kAlways, kNever };
 
-bool tuned = false;                       // runlens set the allocator (not the operator's GLIBC_TUNABLES)
-bool advised = false;                     // ...and advises its heaps (the command moves rows)
-HugePages huge_pages = HugePages::kHeap;  // ...which way
+bool tuned = false;                        // runlens set the allocator (not the operator's GLIBC_TUNABLES)
+bool advised = false;                      // ...and advises its heaps (the command moves rows)
+HugePages huge_pages = HugePages::kNever;  // ...which way
 
 HugePages huge_pages_wanted() {
   const char* v = std::getenv("RUNLENS_HUGE_PAGES");
   const std::string_view value = v == nullptr ? "" : v;
-  if (value.empty() || value == "heap") return HugePages::kHeap;
+  if (value.empty() || value == "never") return HugePages::kNever;
+  if (value == "heap") return HugePages::kHeap;
   if (value == "always") return HugePages::kAlways;
-  if (value == "never") return HugePages::kNever;
-  std::fprintf(stderr, "runlens: RUNLENS_HUGE_PAGES is heap, always or never, not '%s': using heap\n", v);
-  return HugePages::kHeap;
+  std::fprintf(stderr, "runlens: RUNLENS_HUGE_PAGES is never, heap or always, not '%s': using never\n", v);
+  return HugePages::kNever;
 }
 
 bool moves_rows(int argc, char** argv) {

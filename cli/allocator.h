@@ -1,15 +1,15 @@
 // glibc malloc's settings for runlens's commands (docs/cli.md, "Memory
-// allocator settings"): thresholds that keep freed memory for reuse, the main
-// heap on transparent huge pages (RUNLENS_HUGE_PAGES), and a cap on malloc's
-// arenas.
+// allocator settings"): thresholds that keep freed memory for reuse, which
+// heaps are on transparent huge pages (RUNLENS_HUGE_PAGES), and a cap on
+// malloc's arenas.
 #pragma once
 
 namespace runlens::cli {
 
 // Called first in main(). Sets the thresholds with mallopt; the commands
 // that move rows also advise the main heap and two thread arenas' heaps as
-// RUNLENS_HUGE_PAGES says (by default the main heap on transparent huge
-// pages, the arenas not). An operator's own GLIBC_TUNABLES win: then nothing
+// RUNLENS_HUGE_PAGES says (by default every heap on 4 KiB pages, advised
+// against huge pages). An operator's own GLIBC_TUNABLES win: then nothing
 // is set, here or in cap_arenas.
 void tune_allocator(int argc, char** argv);
 

@@ -508,7 +508,7 @@ TEST_CASE("a command that moves rows runs where it may start no thread") {
 }
 
 // docs/cli.md, "Memory allocator settings".
-TEST_CASE("replay puts its heap on transparent huge pages unless RUNLENS_HUGE_PAGES or GLIBC_TUNABLES say otherwise") {
+TEST_CASE("replay keeps its heaps off transparent huge pages unless RUNLENS_HUGE_PAGES asks; GLIBC_TUNABLES win") {
   std::string dir = scratch_dir("huge-pages");
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   const bool thp_never = thp.find("[never]") != std::string::npos;
@@ -519,16 +519,35 @@ TEST_CASE("replay puts its heap on transparent huge pages unless RUNLENS_HUGE_PA
     CHECK(heaps >= 1);
     CHECK_MESSAGE(flagged == heaps, flag << " on " << flagged << " of " << heaps << " arena heaps\n" << smaps);
   };
+  // No heap advised onto huge pages, each advised against them (the kernel's
+  // "always" mode would give them huge pages).
+  auto none_huge = [&](const std::string& smaps) {
+    CHECK_MESSAGE(smaps.find(" hg") == std::string::npos, smaps);
+    if (!thp_never) {
+      CHECK_MESSAGE(heap_flag(smaps, "nh"), smaps);
+      every_arena(smaps, "nh");
+    }
+  };
   {
-    WaitingReplay r(dir, "");  // RUNLENS_HUGE_PAGES unset: heap
+    WaitingReplay r(dir, "");  // RUNLENS_HUGE_PAGES unset: never
     // Started once, as itself: not again with GLIBC_TUNABLES (as runlens
     // did before 2026-12-05), which would be in the environment it started with.
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/comm") == "runlens\n");
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/environ").find("GLIBC_TUNABLES=") == std::string::npos);
+    none_huge(r.mappings());
+    CHECK(r.finish() == 0);
+  }
+  {
+    WaitingReplay r(dir, "", {}, "never");
+    none_huge(r.mappings());
+    CHECK(r.finish() == 0);
+  }
+  {
+    // heap: the main heap on huge pages, every thread arena's heap advised
+    // against them.
+    WaitingReplay r(dir, "", {}, "heap");
     const std::string smaps = r.mappings();
     if (!thp_never) {
-      // The main heap on huge pages, every thread arena's heap advised against
-      // them (the kernel's "always" mode would give them huge pages).
       CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
       every_arena(smaps, "nh");
       CHECK_MESSAGE(thread_heaps_flagged(smaps, "hg").second == 0, smaps);
@@ -542,17 +561,6 @@ TEST_CASE("replay puts its heap on transparent huge pages unless RUNLENS_HUGE_PA
     if (!thp_never) {
       CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
       every_arena(smaps, "hg");
-    }
-    CHECK(r.finish() == 0);
-  }
-  {
-    // never: the heap and every arena's heap advised against huge pages.
-    WaitingReplay r(dir, "", {}, "never");
-    const std::string smaps = r.mappings();
-    CHECK_MESSAGE(smaps.find(" hg") == std::string::npos, smaps);
-    if (!thp_never) {
-      CHECK_MESSAGE(heap_flag(smaps, "nh"), smaps);
-      every_arena(smaps, "nh");
     }
     CHECK(r.finish() == 0);
   }
@@ -572,7 +580,7 @@ TEST_CASE("replay puts its heap on transparent huge pages unless RUNLENS_HUGE_PA
                                    "/tiny.jsonl --out " + dir + "/tiny-out --quiet");
   CHECK_MESSAGE(r.code == 0, r.output);
   CHECK_MESSAGE(
-      r.output.find("RUNLENS_HUGE_PAGES is heap, always or never, not 'sometimes': using heap") != std::string::npos,
+      r.output.find("RUNLENS_HUGE_PAGES is never, heap or always, not 'sometimes': using never") != std::string::npos,
       r.output);
   std::filesystem::remove_all(dir);
 }
