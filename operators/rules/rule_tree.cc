@@ -480,7 +480,7 @@ RuleSet parse_rules(const std::vector<RuleFile>& files, const Vocabulary& vocab)
   return set;
 }
 
-RuleSet load_rule_dir(const std::string& dir, const Vocabulary& vocab, const runtime::SourceLocation& where) {
+std::vector<RuleFile> read_rule_dir(const std::string& dir, const runtime::SourceLocation& where) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
@@ -505,7 +505,11 @@ RuleSet load_rule_dir(const std::string& dir, const Vocabulary& vocab, const run
     ss << in.rdbuf();
     files.push_back({p, ss.str()});
   }
-  return parse_rules(files, vocab);
+  return files;
+}
+
+RuleSet load_rule_dir(const std::string& dir, const Vocabulary& vocab, const runtime::SourceLocation& where) {
+  return parse_rules(read_rule_dir(dir, where), vocab);
 }
 
 }  // namespace runlens::ops::rules

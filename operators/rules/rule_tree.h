@@ -103,8 +103,10 @@ struct RuleFile {
 // problem found, each at its file:line:col.
 RuleSet parse_rules(const std::vector<RuleFile>& files, const Vocabulary& vocab);
 
-// Reads every *.yaml and *.yml file of `dir` (sorted by name) and parses them.
-// Throws runtime::ConfigError (a missing or empty directory is reported at `where`).
+// Reads every *.yaml and *.yml file of `dir`, sorted by name. Throws
+// runtime::ConfigError (a missing or empty directory is reported at `where`).
+std::vector<RuleFile> read_rule_dir(const std::string& dir, const runtime::SourceLocation& where);
+// Reads the files of `dir` (read_rule_dir) and parses them.
 RuleSet load_rule_dir(const std::string& dir, const Vocabulary& vocab, const runtime::SourceLocation& where);
 
 // The placeholders of a template ("{name}", or "{a|b}": the first of a and b

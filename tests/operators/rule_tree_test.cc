@@ -204,6 +204,38 @@ TEST_CASE("rule directories: missing or empty directories are reported where the
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("load_rules: the same files parse once, a changed or broken file is read again") {
+  // A pipeline's components are built twice as it loads (to check, then to
+  // run), so root_cause's rule directory is read twice.
+  runtime::SourceLocation where{"p.yaml", 3, 5};
+  std::string dir = tmpdir("cached");
+  std::ofstream(dir + "/t.yaml") << kValid;
+  auto first = load_rules(dir, where);
+  auto again = load_rules(dir, where);
+  CHECK(first == again);
+  CHECK(first->trees.size() == 1);
+  // Another directory with the same files is the same set too (by content, not path)...
+  std::string other = tmpdir("cached-other");
+  std::ofstream(other + "/t.yaml") << kValid;
+  auto elsewhere = load_rules(other, where);
+  CHECK(elsewhere != first);  // the file's name (shown in errors) differs
+  // ...and a file that changed is parsed again.
+  std::ofstream(dir + "/t.yaml") << replace_line(kValid, 3, "priority: 2");
+  auto changed = load_rules(dir, where);
+  CHECK(changed != first);
+  CHECK(changed->trees.at(0).priority == 2);
+  CHECK(first->trees.at(0).priority == 1);  // a set handed out does not change
+  std::ofstream(dir + "/t.yaml") << "not: [valid";
+  CHECK_THROWS_AS(load_rules(dir, where), runtime::ConfigError);
+  CHECK_THROWS_AS(load_rules(dir, where), runtime::ConfigError);  // an error is never cached
+  std::ofstream(dir + "/t.yaml") << kValid;
+  auto back = load_rules(dir, where);
+  CHECK(back->trees.size() == 1);
+  CHECK(load_rules(dir, where) == back);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(other);
+}
+
 TEST_CASE("rule templates: placeholders and alternatives") {
   CHECK(template_placeholders("a {x} b {y|z}") == std::vector<std::pair<size_t, std::string>>{{3, "x"}, {9, "y|z"}});
   auto lookup = [](std::string_view n) { return n == "x" ? std::string("1") : "[" + std::string(n) + "]"; };
