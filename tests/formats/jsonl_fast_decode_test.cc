@@ -392,9 +392,31 @@ TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM dec
   std::filesystem::remove(damaged);
 }
 
+// How many of `numbers` (each also with its sign flipped) decode to other
+// bits on the fast pass than on the DOM decoder (from_chars); the first ten
+// are reported.
+int number_disagreements(const std::vector<std::string>& numbers) {
+  int failures = 0;
+  for (const std::string& text : numbers) {
+    for (const std::string& signed_text : {text, text[0] == '-' ? text.substr(1) : "-" + text}) {
+      std::string line = R"({"type":"train","time_ns":1,"run_id":"r","step":1,"loss":)" + signed_text + "}";
+      Record dom, fast;
+      std::string why;
+      INFO(line, " ", why);
+      REQUIRE(jsonl::decode_record_dom(line, &dom, &why));
+      REQUIRE(jsonl::decode_record(line, &fast, &why));
+      double a = dom.as<Train>().loss, b = fast.as<Train>().loss;
+      if (!same(a, b) && ++failures <= 10) {
+        FAIL_CHECK(signed_text, ": from_chars ", a, ", fast ", b);
+      }
+    }
+  }
+  return failures;
+}
+
 // The fast pass computes doubles itself where one floating-point operation is
-// exact (formats/jsonl_fast_decode.cc, exact_double); the DOM decoder uses
-// from_chars. Both must give the same bits for every number.
+// exact (formats/jsonl_fast_decode.cc: clinger, exact_double); the DOM decoder
+// uses from_chars. Both must give the same bits for every number.
 TEST_CASE("jsonl fast decode: numbers decode to the same double bits as from_chars") {
   std::mt19937_64 rng(20261202);
   std::vector<std::string> numbers;
@@ -453,22 +475,45 @@ TEST_CASE("jsonl fast decode: numbers decode to the same double bits as from_cha
                         "0.30000000000000004"}) {
     numbers.push_back(t);
   }
-  int failures = 0;
-  for (const std::string& text : numbers) {
-    for (const std::string& signed_text : {text, text[0] == '-' ? text.substr(1) : "-" + text}) {
-      std::string line = R"({"type":"train","time_ns":1,"run_id":"r","step":1,"loss":)" + signed_text + "}";
-      Record dom, fast;
-      std::string why;
-      INFO(line, " ", why);
-      REQUIRE(jsonl::decode_record_dom(line, &dom, &why));
-      REQUIRE(jsonl::decode_record(line, &fast, &why));
-      double a = dom.as<Train>().loss, b = fast.as<Train>().loss;
-      if (!same(a, b) && ++failures <= 10) {
-        FAIL_CHECK(signed_text, ": from_chars ", a, ", fast ", b);
-      }
+  CHECK(number_disagreements(numbers) == 0);
+}
+
+// The hardest numbers for exact_double: 19 significant digits (its widest
+// input) on either side of, and at, the decimal nearest a halfway point
+// between two doubles, at every power of ten it takes and just outside them.
+// A halfway point has 54 bits, so the x87's 64 hold it exactly and printf
+// prints its nearest 19-digit decimal exactly.
+TEST_CASE("jsonl fast decode: numbers next to halfway points decode as from_chars does") {
+  std::mt19937_64 rng(20261206);
+  std::vector<std::string> numbers;
+  char buf[128];
+  for (int i = 0; i < 30000; ++i) {
+    // Decimal exponents -85..85 around 19 digits: w * 10^q with q in about [-100, 70].
+    double d = std::ldexp(static_cast<double>(rng() >> 11 | 1), static_cast<int>(rng() % 560) - 333);
+    long double half = (static_cast<long double>(d) + static_cast<long double>(std::nextafter(d, 1e308))) / 2;
+    std::snprintf(buf, sizeof buf, "%.18Le", half);
+    std::string text = buf;  // d.dddddddddddddddddde±x
+    numbers.push_back(text);
+    size_t e = text.find('e');
+    for (char last : {'0', '1', '4', '5', '6', '9'}) {
+      std::string t = text;
+      t[e - 1] = last;
+      numbers.push_back(t);
     }
   }
-  CHECK(failures == 0);
+  // Every power of ten exact_double takes, and the ones past it, on digits of every length.
+  for (int q = -70; q <= 70; ++q) {
+    for (int k = 0; k < 40; ++k) {
+      int digits = 1 + static_cast<int>(rng() % 19);
+      std::string m;
+      for (int j = 0; j < digits; ++j) m += static_cast<char>('0' + rng() % 10);
+      if (m[0] == '0') m[0] = '7';
+      numbers.push_back(m + "e" + std::to_string(q));
+    }
+    numbers.push_back("1e" + std::to_string(q));
+    numbers.push_back("9999999999999999999e" + std::to_string(q));
+  }
+  CHECK(number_disagreements(numbers) == 0);
 }
 
 TEST_CASE("jsonl fast decode: shapes, duplicates, nulls, whitespace and nesting agree") {
