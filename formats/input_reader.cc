@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -71,13 +73,17 @@ void decode_lines(const Line* lines, size_t n, Record* rows, size_t index_base, 
   }
 }
 
-// A thread that decodes the second half of a call's lines while the reader's
-// own thread decodes the first: decoding is most of a JSONL replay's source
-// thread, the critical path of the replay (docs/performance.md).
-class HalfDecoder {
+// A second thread for a JSONL reader's decoding, which starts on a batch's
+// lines as soon as they are split, while the reader's caller is still routing
+// the batch before, and which the caller joins when it comes back for them:
+// the two claim chunks of lines from a shared counter, so neither waits on the
+// other's fixed share. Decoding is most of a JSONL replay's source thread,
+// and a split into halves left a core idle whenever that thread routed
+// (docs/performance.md).
+class AheadDecoder {
  public:
-  HalfDecoder() : thread_([this] { loop(); }) {}
-  ~HalfDecoder() {
+  AheadDecoder() : thread_([this] { loop(); }) {}
+  ~AheadDecoder() {
     {
       std::lock_guard l(mu_);
       stop_ = true;
@@ -85,47 +91,73 @@ class HalfDecoder {
     wake_.notify_one();
     thread_.join();
   }
-  // Decodes lines[0, n) into rows[0, n) on the thread; failures (indexes from
-  // index_base) go to `failed`. Everything must stay put until wait().
-  void start(const Line* lines, size_t n, Record* rows, size_t index_base, std::vector<Failure>* failed) {
+  // Starts decoding lines[0, n) into rows[0, n) on the thread; both must
+  // stay put until finish().
+  void start(const Line* lines, size_t n, Record* rows) {
+    lines_ = lines;
+    n_ = n;
+    rows_ = rows;
+    next_.store(0, std::memory_order_relaxed);
     {
       std::lock_guard l(mu_);
-      job_ = {lines, n, rows, index_base, failed};
-      pending_ = true;
+      posted_ = true;
     }
     wake_.notify_one();
   }
-  void wait() {
-    std::unique_lock l(mu_);
-    done_cv_.wait(l, [&] { return !pending_; });
+  // Decodes on the calling thread what the helper has not claimed and waits
+  // for what it has; the failures (indexes into the lines), in line order,
+  // go to `failed`.
+  void finish(std::vector<Failure>* failed) {
+    work(failed);
+    {
+      std::unique_lock l(mu_);
+      if (posted_) {
+        posted_ = false;  // the helper never woke for it: nothing of it is the helper's
+      } else {
+        done_cv_.wait(l, [&] { return !busy_; });
+      }
+    }
+    if (!theirs_.empty()) {
+      failed->insert(failed->end(), std::make_move_iterator(theirs_.begin()), std::make_move_iterator(theirs_.end()));
+      theirs_.clear();
+      std::sort(failed->begin(), failed->end(), [](const Failure& a, const Failure& b) { return a.index < b.index; });
+    }
   }
 
  private:
-  struct Job {
-    const Line* lines = nullptr;
-    size_t n = 0;
-    Record* rows = nullptr;
-    size_t index_base = 0;
-    std::vector<Failure>* failed = nullptr;
-  };
+  static constexpr size_t kChunk = 64;  // lines a claim: about 20 us of decoding
+
+  void work(std::vector<Failure>* failed) {
+    for (;;) {
+      const size_t i = next_.fetch_add(kChunk, std::memory_order_relaxed);
+      if (i >= n_) return;
+      decode_lines(lines_ + i, std::min(kChunk, n_ - i), rows_ + i, i, failed);
+    }
+  }
   void loop() {
     std::unique_lock l(mu_);
     for (;;) {
-      wake_.wait(l, [&] { return pending_ || stop_; });
+      wake_.wait(l, [&] { return posted_ || stop_; });
       if (stop_) return;
-      Job j = job_;
+      posted_ = false;
+      busy_ = true;
       l.unlock();
-      decode_lines(j.lines, j.n, j.rows, j.index_base, j.failed);
+      work(&theirs_);
       l.lock();
-      pending_ = false;
+      busy_ = false;
       done_cv_.notify_one();
     }
   }
 
+  // The batch: set by start() before it posts under mu_, read by the helper after it takes the post under mu_.
+  const Line* lines_ = nullptr;
+  size_t n_ = 0;
+  Record* rows_ = nullptr;
+  std::atomic<size_t> next_{0};  // the first line not yet claimed
+  std::vector<Failure> theirs_;  // the helper's failures: its own while busy_
   std::mutex mu_;
   std::condition_variable wake_, done_cv_;
-  Job job_;
-  bool pending_ = false, stop_ = false;
+  bool posted_ = false, busy_ = false, stop_ = false;
   std::thread thread_;
 };
 
@@ -153,11 +185,62 @@ class JsonlReader final : public InputReader {
 
   bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
             const std::string& component, std::vector<ProgressSegment>*) override {
+    if (!helper_) {
+      split(max_rows, dl, component);
+      const size_t first = rows->size();
+      // Decoded in place: a Record is large enough that moving it in shows.
+      rows->resize(first + lines_.size());
+      failed_.clear();
+      decode_lines(lines_.data(), lines_.size(), rows->data() + first, 0, &failed_);
+      deliver(rows, first, positions, dl, component);
+      return !(eof_ && pos_ >= len_);
+    }
+    // With the helper, a call hands over the batch the call before split and
+    // started, and splits and starts the next before it returns: the helper
+    // decodes it while the caller routes this one. The first call splits its own.
+    if (!started_) {
+      started_ = true;
+      split_ahead(max_rows, dl, component);
+    }
+    if (lines_.empty()) return false;  // a split finds no lines only at the end
+    failed_.clear();
+    helper_->finish(&failed_);
+    const size_t first = rows->size();
+    if (first == 0) {
+      rows->swap(ahead_);  // the caller's vector, empty, is the next batch's
+    } else {
+      rows->insert(rows->end(), std::make_move_iterator(ahead_.begin()), std::make_move_iterator(ahead_.end()));
+    }
+    deliver(rows, first, positions, dl, component);
+    split_ahead(max_rows, dl, component);
+    return !lines_.empty();
+  }
+  std::string describe_position(uint64_t p) const override { return path_ + ":" + std::to_string(p); }
+  const char* format() const override { return "jsonl"; }
+  // Bytes split into lines (with the helper, a batch ahead of those handed over).
+  double progress() const override {
+    return total_ ? std::min(1.0, static_cast<double>(base_ + std::min(pos_, len_)) / static_cast<double>(total_))
+                  : 1.0;
+  }
+  uint64_t dead_lettered() const override { return dead_; }
+  uint64_t bytes() const override { return total_; }
+
+ private:
+  static constexpr size_t kWindow = 4u << 20;       // 8 MiB held 5 MiB more and was no faster
+  static constexpr size_t kRefillBelow = 2u << 20;  // a call's lines: 4096 of 250 bytes are 1 MiB
+
+  void start_helper(int decode_threads) {
+    // Worth a thread only for a file of many batches.
+    if (decode_threads > 1 && total_ >= (4u << 20)) helper_ = std::make_unique<AheadDecoder>();
+  }
+
+  // The next lines (up to max_rows that are not blank) into lines_: views
+  // into the window, valid until the next split. None only at the end.
+  void split(size_t max_rows, runtime::DeadLetterSink& dl, const std::string& component) {
     // A call's lines are views into the window, so it takes them from the
     // window as it is; the window moves on between calls, while at least a
     // call's worth is left in it, or when a line does not fit in what is.
     if (!eof_ && len_ - pos_ < kRefillBelow) refill(dl, component);
-    // The call's lines first (up to max_rows that are not blank), then their rows.
     lines_.clear();
     while (lines_.size() < max_rows && !(eof_ && pos_ >= len_)) {
       const void* nl = std::memchr(d_ + pos_, '\n', len_ - pos_);
@@ -174,20 +257,20 @@ class JsonlReader final : public InputReader {
       if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
       lines_.push_back({line, line_no_});
     }
-    const size_t count = lines_.size(), first = rows->size();
-    // Decoded in place: a Record is large enough that moving it in shows.
-    rows->resize(first + count);
-    failed_.clear();
-    const size_t half = helper_ && count >= kParallelLines ? count / 2 : count;
-    if (half < count) helper_->start(lines_.data() + half, count - half, rows->data() + first + half, half, &failed_2_);
-    decode_lines(lines_.data(), half, rows->data() + first, 0, &failed_);
-    if (half < count) {
-      helper_->wait();
-      failed_.insert(failed_.end(), std::make_move_iterator(failed_2_.begin()),
-                     std::make_move_iterator(failed_2_.end()));
-      failed_2_.clear();
-    }
-    // The lines that did not decode leave their slots and are dead-lettered, in line order.
+  }
+  // The next batch split and started on the helper, into ahead_.
+  void split_ahead(size_t max_rows, runtime::DeadLetterSink& dl, const std::string& component) {
+    split(max_rows, dl, component);
+    ahead_.clear();
+    ahead_.resize(lines_.size());
+    if (!lines_.empty()) helper_->start(lines_.data(), lines_.size(), ahead_.data());
+  }
+  // rows[first, first + lines_.size()) hold lines_ decoded, failed_ the lines
+  // that did not decode: those leave their slots and are dead-lettered, in
+  // line order; the others' line numbers go to positions.
+  void deliver(std::vector<Record>* rows, size_t first, std::vector<uint64_t>* positions, runtime::DeadLetterSink& dl,
+               const std::string& component) {
+    const size_t count = lines_.size();
     size_t out = first, f = 0;
     for (size_t i = 0; i < count; ++i) {
       if (f < failed_.size() && failed_[f].index == i) {
@@ -202,25 +285,6 @@ class JsonlReader final : public InputReader {
       ++out;
     }
     rows->resize(out);
-    return !(eof_ && pos_ >= len_);
-  }
-  std::string describe_position(uint64_t p) const override { return path_ + ":" + std::to_string(p); }
-  const char* format() const override { return "jsonl"; }
-  double progress() const override {
-    return total_ ? std::min(1.0, static_cast<double>(base_ + std::min(pos_, len_)) / static_cast<double>(total_))
-                  : 1.0;
-  }
-  uint64_t dead_lettered() const override { return dead_; }
-  uint64_t bytes() const override { return total_; }
-
- private:
-  static constexpr size_t kParallelLines = 256;     // below it, the hand-over costs more than half the decoding
-  static constexpr size_t kWindow = 4u << 20;       // 8 MiB held 5 MiB more and was no faster
-  static constexpr size_t kRefillBelow = 2u << 20;  // a call's lines: 4096 of 250 bytes are 1 MiB
-
-  void start_helper(int decode_threads) {
-    // Worth a thread only for a file of many batches.
-    if (decode_threads > 1 && total_ >= (4u << 20)) helper_ = std::make_unique<HalfDecoder>();
   }
 
   // Moves what is left of the window to the front of the buffer (growing it
@@ -263,9 +327,11 @@ class JsonlReader final : public InputReader {
   bool eof_ = false;
   uint64_t line_no_ = 0;
   uint64_t dead_ = 0;
-  std::vector<Line> lines_;
-  std::vector<Failure> failed_, failed_2_;
-  std::unique_ptr<HalfDecoder> helper_;
+  std::vector<Line> lines_;    // the batch split last
+  std::vector<Record> ahead_;  // with the helper: lines_ decoding into it
+  bool started_ = false;       // with the helper: the first batch split
+  std::vector<Failure> failed_;
+  std::unique_ptr<AheadDecoder> helper_;  // last: it stops before what it decodes goes
 };
 
 // A recording is recognised by its magic, also when only part of the header survived.

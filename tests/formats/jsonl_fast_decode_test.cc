@@ -364,21 +364,32 @@ TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM dec
   // Two decoding threads only pay off for a file of several MiB (formats/input_reader.cc).
   CHECK(std::filesystem::file_size(damaged) > (4u << 20));
   CHECK(want_letters.size() > 20);
-  for (auto [threads, batch] : {std::pair{1, 100}, std::pair{2, 100}, std::pair{2, 1000}, std::pair{2, 4096}}) {
+  // With two threads a batch is decoded while the one before is handed over;
+  // `keep` passes the same vectors on every call, so the rows are appended.
+  struct Case {
+    int threads;
+    size_t batch;
+    bool keep;
+  };
+  for (auto [threads, batch, keep] : {Case{1, 100, false}, Case{2, 100, false}, Case{2, 1000, false},
+                                      Case{2, 4096, false}, Case{1, 1000, true}, Case{2, 1000, true}}) {
     CAPTURE(threads);
     CAPTURE(batch);
+    CAPTURE(keep);
     std::string error;
     auto reader = InputReader::open(damaged.string(), &error, threads);
     REQUIRE_MESSAGE(reader, error);
     Collect dl;
     std::vector<std::string> got_rows, got_letters;
+    std::vector<Record> rows;
+    std::vector<uint64_t> positions;
     for (bool more = true; more;) {
-      std::vector<Record> rows;
-      std::vector<uint64_t> positions;
+      const size_t before = keep ? rows.size() : 0;
+      if (!keep) rows.clear(), positions.clear();
       more = reader->next(&rows, &positions, batch, dl, "test", nullptr);
       REQUIRE(rows.size() == positions.size());
-      CHECK(rows.size() <= batch);
-      for (size_t k = 0; k < rows.size(); ++k) {
+      CHECK(rows.size() - before <= batch);
+      for (size_t k = before; k < rows.size(); ++k) {
         got_rows.push_back(std::to_string(positions[k]) + " " + jsonl::encode_record(rows[k]));
       }
     }
@@ -387,6 +398,17 @@ TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM dec
     CHECK(got_rows == want_rows);
     CHECK(got_letters == want_letters);
     CHECK(reader->dead_lettered() == want_letters.size());
+  }
+  // A reader closed while its helper decodes the batch ahead waits for it.
+  for (int calls = 0; calls < 3; ++calls) {
+    std::string error;
+    auto reader = InputReader::open(damaged.string(), &error, 2);
+    REQUIRE_MESSAGE(reader, error);
+    Collect dl;
+    std::vector<Record> rows;
+    std::vector<uint64_t> positions;
+    for (int k = 0; k < calls; ++k) CHECK(reader->next(&rows, &positions, 4096, dl, "test", nullptr));
+    CHECK(rows.size() == positions.size());
   }
   std::filesystem::remove(clean);
   std::filesystem::remove(damaged);
