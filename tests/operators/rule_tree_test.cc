@@ -214,7 +214,8 @@ TEST_CASE("load_rules: the same files parse once, a changed or broken file is re
   auto again = load_rules(dir, where);
   CHECK(first == again);
   CHECK(first->trees.size() == 1);
-  // Another directory with the same files is the same set too (by content, not path)...
+  // Another directory with the same text is parsed again: the cache keys on
+  // the files' names too, which errors show...
   std::string other = tmpdir("cached-other");
   std::ofstream(other + "/t.yaml") << kValid;
   auto elsewhere = load_rules(other, where);
