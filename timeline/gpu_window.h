@@ -13,6 +13,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <utility>
 
 #include "schema/record.h"
 
@@ -67,10 +68,27 @@ class GpuWindow {
   // sample's present fields and the defaults elsewhere.
   template <class F>
   void for_each(F&& f) const {
-    size_t at = head_;
-    for (const auto& c : chunks_) {
-      while (at < c->end) {
-        const char* p = c->data + at;
+    for_each_since(INT64_MIN, std::forward<F>(f));
+  }
+  // The same for the samples of time `from` or later, which (samples are
+  // pushed in time order) end the window. The ones before are passed over
+  // by whole chunks (by the time of each chunk's first sample), then by
+  // their headers: a failure window that reaches back into samples written
+  // already does not unpack them.
+  template <class F>
+  void for_each_since(int64_t from, F&& f) const {
+    size_t first = 0;  // the last chunk that starts before `from`
+    for (size_t i = 1; i < chunks_.size() && chunks_[i]->end > 0 && time_at(*chunks_[i], 0) < from; ++i) first = i;
+    size_t at = first == 0 ? head_ : 0;
+    for (size_t i = first; i < chunks_.size(); ++i, at = 0) {
+      const Chunk& c = *chunks_[i];
+      while (at < c.end && time_at(c, at) < from) {
+        uint32_t present;
+        std::memcpy(&present, c.data + at + sizeof(int64_t), sizeof present);
+        at += entry_bytes(present);
+      }
+      while (at < c.end) {
+        const char* p = c.data + at;
         int64_t time;
         Gpu g;
         get(p, &time);
@@ -79,10 +97,9 @@ class GpuWindow {
   if (g.has(Gpu::F::name)) get(p, &g.name);
         RUNLENS_GPU_FIELDS(RUNLENS_GPU_WINDOW_GET_)
 #undef RUNLENS_GPU_WINDOW_GET_
-        at = static_cast<size_t>(p - c->data);
+        at = static_cast<size_t>(p - c.data);
         f(time, g);
       }
-      at = 0;
     }
   }
 
@@ -95,6 +112,11 @@ class GpuWindow {
     char data[kChunkBytes];
   };
 
+  static int64_t time_at(const Chunk& c, size_t at) {
+    int64_t t;
+    std::memcpy(&t, c.data + at, sizeof t);
+    return t;
+  }
   template <class V>
   static void put(char*& p, const V& v) {
     std::memcpy(p, &v, sizeof v);

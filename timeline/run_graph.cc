@@ -789,11 +789,24 @@ class RunGraphBuilder::Impl {
       until = std::max(until, t + o_.failure_window_ns);
     }
     const std::vector<GpuMark*> wanted = marks_of(nodes);
-    gpu_recent_.for_each([&](int64_t time, const Gpu& g) {
+    const int64_t from = std::max(t - o_.failure_window_ns, written_until(wanted));
+    gpu_recent_.for_each_since(from, [&](int64_t time, const Gpu& g) {
       const uint32_t id = g.node.id();
-      if (time >= t - o_.failure_window_ns && id < wanted.size() && wanted[id])
-        keep_gpu(*wanted[id], time, g, "failure");
+      if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], time, g, "failure");
     });
+  }
+
+  // How far back the window of GPU samples must be passed over for `marks`:
+  // keep_gpu takes nothing of a node from before its mark's time, so nothing
+  // from before the earliest of them (every mark moves only forward). A
+  // failure window that opens again, or a run's end inside one, mostly finds
+  // every sample written already.
+  static int64_t written_until(const std::vector<GpuMark*>& marks) {
+    int64_t earliest = INT64_MAX;  // no node: nothing to keep
+    for (const GpuMark* m : marks) {
+      if (m) earliest = std::min(earliest, m->time);
+    }
+    return earliest;
   }
 
   // The written marks of `nodes` by symbol id (null: not one of them), for a
@@ -834,7 +847,7 @@ class RunGraphBuilder::Impl {
     std::vector<Symbol> nodes;
     for (const auto& p : st.placement) nodes.push_back(p.node);
     const std::vector<GpuMark*> wanted = marks_of(nodes);
-    gpu_recent_.for_each([&](int64_t time, const Gpu& g) {
+    gpu_recent_.for_each_since(written_until(wanted), [&](int64_t time, const Gpu& g) {
       const uint32_t id = g.node.id();
       if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], time, g, "recent");
     });

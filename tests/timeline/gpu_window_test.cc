@@ -1,7 +1,7 @@
 // The timeline's packed window of GPU samples against a plain deque of
 // (time, Gpu): the same samples, in the same order, bit for bit, whatever
 // fields each has, across chunk boundaries, with the window emptied and
-// filled again.
+// filled again; and from a given time on, as a filter over them all would.
 #include "timeline/gpu_window.h"
 
 #include <doctest/doctest.h>
@@ -67,9 +67,44 @@ void check_equal(const timeline::GpuWindow& w, const std::deque<std::pair<int64_
   CHECK(all_same);
 }
 
+// for_each_since(from) gives the samples of time `from` or later, the same as
+// a filter over every sample.
+void check_since(const timeline::GpuWindow& w, const std::deque<std::pair<int64_t, Gpu>>& want, int64_t from) {
+  CAPTURE(from);
+  size_t i = 0;
+  while (i < want.size() && want[i].first < from) ++i;
+  bool all_same = true;
+  w.for_each_since(from, [&](int64_t t, const Gpu& g) {
+    all_same = all_same && i < want.size() && t == want[i].first && same(g, want[i].second);
+    ++i;
+  });
+  CHECK(i == want.size());
+  CHECK(all_same);
+}
+
+// Times before, at and after the window's, and of samples across it (some
+// of equal times, some starting a chunk).
+void check_since_everywhere(const timeline::GpuWindow& w, const std::deque<std::pair<int64_t, Gpu>>& want,
+                            std::mt19937_64& rng) {
+  check_since(w, want, std::numeric_limits<int64_t>::min());
+  check_since(w, want, std::numeric_limits<int64_t>::max());
+  if (want.empty()) return;
+  check_since(w, want, want.front().first);
+  check_since(w, want, want.front().first - 1);
+  check_since(w, want, want.back().first);
+  check_since(w, want, want.back().first + 1);
+  for (int k = 0; k < 8; ++k) {
+    const int64_t t = want[rng() % want.size()].first;
+    check_since(w, want, t);
+    check_since(w, want, t + 1);
+  }
+}
+
 }  // namespace
 
-TEST_CASE("gpu window: samples come back as pushed, oldest first, with only their fields, across chunks") {
+TEST_CASE(
+    "gpu window: samples come back as pushed, oldest first, with only their fields, across chunks, all or those "
+    "since a time") {
   std::mt19937_64 rng(13);
   for (int mode : {0, 1, 2}) {  // required fields only, every field, a random half
     CAPTURE(mode);
@@ -89,6 +124,7 @@ TEST_CASE("gpu window: samples come back as pushed, oldest first, with only thei
         ref.emplace_back(t, g);
       }
       check_equal(w, ref);
+      check_since_everywhere(w, ref, rng);
       const size_t pops = wave % 4 == 3 ? ref.size() : rng() % (ref.size() + 1);
       for (size_t k = 0; k < pops; ++k) {
         REQUIRE(w.front_time() == ref.front().first);
@@ -96,6 +132,7 @@ TEST_CASE("gpu window: samples come back as pushed, oldest first, with only thei
         ref.pop_front();
       }
       check_equal(w, ref);
+      check_since_everywhere(w, ref, rng);
     }
   }
 }
@@ -145,4 +182,21 @@ TEST_CASE("gpu window: a window that slides keeps its memory bounded, and packs 
   }
   CHECK(full.size() == 204'800);
   CHECK(full.bytes() <= held + 256 * 1024);
+}
+
+TEST_CASE("gpu window: the samples since a time include those of that time in the chunks before") {
+  // 10,000 samples of one time fill several 256 KiB chunks: a chunk that
+  // starts at `from` does not start the samples of `from`.
+  std::mt19937_64 rng(5);
+  timeline::GpuWindow w;
+  std::deque<std::pair<int64_t, Gpu>> ref;
+  for (int64_t t : {10, 20, 30}) {
+    for (int k = 0; k < 10'000; ++k) {
+      Gpu g = random_gpu(rng, 1);
+      w.push_back(t, g);
+      ref.emplace_back(t, g);
+    }
+  }
+  REQUIRE(w.bytes() > 4 * 256 * 1024);
+  for (int64_t from : {9, 10, 11, 20, 21, 30, 31}) check_since(w, ref, from);
 }
