@@ -337,9 +337,13 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
     rec->timed_out = timed_out;
     rec->first_time_ns = p.first_time;
     rec->run = st.info;
-    rec->ranks.reserve(static_cast<size_t>(p.count));
-    for (size_t rank = 0; rank < p.have.size(); ++rank) {
-      if (p.have[rank]) rec->ranks.push_back(std::move(p.by_rank[rank]));
+    if (static_cast<size_t>(p.count) == p.by_rank.size()) {
+      rec->ranks = std::move(p.by_rank);  // every rank's slot holds its report: in rank order already
+    } else {
+      rec->ranks.reserve(static_cast<size_t>(p.count));
+      for (size_t rank = 0; rank < p.have.size(); ++rank) {
+        if (p.have[rank]) rec->ranks.push_back(std::move(p.by_rank[rank]));
+      }
     }
     for (int32_t rank = 0; rank < st.world; ++rank) {
       bool have = static_cast<size_t>(rank) < p.have.size() && p.have[rank];
