@@ -832,7 +832,7 @@ class RunGraphBuilder::Impl {
     // thousands): room for all a commit can take, not regrown row by row.
     if (metrics_.gpu_samples.capacity() == 0)
       metrics_.gpu_samples.reserve(static_cast<size_t>(std::max<int64_t>(1, o_.commit_rows - pending_)));
-    metrics_.gpu_samples.push_back({time, g, why});
+    metrics_.gpu_samples.emplace_back(time, g, why);  // the sample copied once, in place
     count_row();
     if (pending_ >= o_.commit_rows) commit(false);
   }
