@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "operators/median.h"
@@ -31,18 +32,71 @@ struct Point {
   }
 };
 
+// Each rank's last rank_history log work times. A step record's thousand
+// ranks find theirs by index (`slot` by rank, into `rings`), not by walking
+// a tree of ranks: that walk was most of this operator's time.
+class RankRings {
+ public:
+  // rank_join passes ranks 0 to 2^20 - 1 only; no other has a ring.
+  static bool indexable(int32_t rank) { return rank >= 0 && rank < kMaxRanks; }
+  // The ring of an indexable rank, made empty at its first report.
+  std::deque<Point>& at(int32_t rank) {
+    const auto r = static_cast<size_t>(rank);
+    if (r >= slot_.size()) slot_.resize(r + 1, -1);
+    if (slot_[r] < 0) {
+      slot_[r] = static_cast<int32_t>(rings_.size());
+      rings_.emplace_back();
+    }
+    return rings_[static_cast<size_t>(slot_[r])];
+  }
+  // The rank's ring, or null before its first report.
+  const std::deque<Point>* find(int32_t rank) const {
+    const auto r = static_cast<size_t>(rank);
+    return rank >= 0 && r < slot_.size() && slot_[r] >= 0 ? &rings_[static_cast<size_t>(slot_[r])] : nullptr;
+  }
+  // Snapshots keep the rings as a map by rank (docs/state.md), as before the index.
+  std::map<int32_t, std::deque<Point>> by_rank() const {
+    std::map<int32_t, std::deque<Point>> m;
+    for (size_t r = 0; r < slot_.size(); ++r) {
+      if (slot_[r] >= 0) m.emplace(static_cast<int32_t>(r), rings_[static_cast<size_t>(slot_[r])]);
+    }
+    return m;
+  }
+  template <class Io>
+  void assign(std::map<int32_t, std::deque<Point>>&& m, Io& io) {
+    slot_.clear();
+    rings_.clear();
+    for (auto& [rank, ring] : m) {
+      if (!indexable(rank)) io.fail("a rank of " + std::to_string(rank) + " has a ring of work times");
+      at(rank) = std::move(ring);
+    }
+  }
+
+ private:
+  static constexpr int32_t kMaxRanks = 1 << 20;
+  std::vector<int32_t> slot_;  // by rank: the ring's index, -1 before the rank's first report
+  std::vector<std::deque<Point>> rings_;
+};
+
 struct RunState {
-  int64_t steps = 0;                           // steps judged since the start (or a restart)
-  std::deque<Point> pending;                   // the job's last baseline_gap steps: log step ms
-  std::deque<double> baseline;                 // older steps, outside incidents
-  int64_t streak = 0;                          // steps in a row with the job's level risen
-  int64_t calm = 0;                            // steps in a row back down, while an incident is open
-  bool wide = false;                           // this episode was judged job-wide: not judged again
-  std::shared_ptr<const Alert> alert;          // the open incident's alert: closed when the level returns
-  std::map<int32_t, std::deque<Point>> ranks;  // each rank's last rank_history log work times
+  int64_t steps = 0;                   // steps judged since the start (or a restart)
+  std::deque<Point> pending;           // the job's last baseline_gap steps: log step ms
+  std::deque<double> baseline;         // older steps, outside incidents
+  int64_t streak = 0;                  // steps in a row with the job's level risen
+  int64_t calm = 0;                    // steps in a row back down, while an incident is open
+  bool wide = false;                   // this episode was judged job-wide: not judged again
+  std::shared_ptr<const Alert> alert;  // the open incident's alert: closed when the level returns
+  RankRings ranks;                     // each rank's last rank_history log work times
   template <class Io>
   void fields(Io& io) {
-    io(steps, pending, baseline, streak, calm, wide, alert, ranks);
+    if constexpr (runtime::state::kReading<Io>) {
+      std::map<int32_t, std::deque<Point>> by_rank;
+      io(steps, pending, baseline, streak, calm, wide, alert, by_rank);
+      ranks.assign(std::move(by_rank), io);
+    } else {
+      const std::map<int32_t, std::deque<Point>> by_rank = ranks.by_rank();
+      io(steps, pending, baseline, streak, calm, wide, alert, by_rank);
+    }
   }
 };
 
@@ -115,15 +169,10 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
     RunState& st = runs_[rec.run_id];
     if (!st.pending.empty() && st.pending.back().step >= rec.step) return;  // a step seen already
     if (++st.steps <= o_.skip_steps) return;
-    // The record's ranks ascend, as the map's keys do: each is found at the
-    // position after the one before (a hint), not by a search from the root.
-    auto next = st.ranks.begin();
     for (const Step& s : rec.ranks) {
       double w = std::isfinite(s.step_ms) ? straggler_work_ms(s) : NAN;
-      if (!(w > 0) || !std::isfinite(w)) continue;
-      auto at = st.ranks.try_emplace(next, s.rank);
-      next = std::next(at);
-      auto& ring = at->second;
+      if (!(w > 0) || !std::isfinite(w) || !RankRings::indexable(s.rank)) continue;
+      auto& ring = st.ranks.at(s.rank);
       ring.push_back({rec.step, std::log(w)});
       while (static_cast<int64_t>(ring.size()) > o_.rank_history) ring.pop_front();
     }
@@ -182,7 +231,7 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
         const int64_t step = at.step;
         z.clear();
         for (const Own& o : changed) {
-          const auto& ring = st.ranks[o.rank];
+          const auto& ring = *st.ranks.find(o.rank);  // a changed rank has one
           auto it =
               std::lower_bound(ring.begin(), ring.end(), step, [](const Point& p, int64_t s) { return p.step < s; });
           if (it != ring.end() && it->step == step) z.push_back(it->v - o.before);
@@ -223,9 +272,9 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
   std::vector<Own> changed_ranks(const StepRecord& rec, const RunState& st, int64_t onset) {
     own_.clear();
     for (const Step& s : rec.ranks) {
-      auto it = st.ranks.find(s.rank);
-      if (it == st.ranks.end() || it->second.empty() || it->second.back().step != rec.step) continue;
-      if (!split_at(it->second, onset)) continue;
+      const std::deque<Point>* ring = st.ranks.find(s.rank);
+      if (!ring || ring->empty() || ring->back().step != rec.step) continue;
+      if (!split_at(*ring, onset)) continue;
       Own o;
       o.rank = s.rank;
       o.before = median_in_place(pre_);
@@ -245,7 +294,7 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
       if (d < min_change) continue;
       // Its noise, only for a rank that rose enough to need it (most do not):
       // the baseline's median absolute deviation.
-      split_at(st.ranks.find(o.rank)->second, onset);
+      split_at(*st.ranks.find(o.rank), onset);
       for (double& x : pre_) x = std::abs(x - o.before);
       double sigma = std::max(kMinSigma, 1.4826 * median_in_place(pre_));
       // The standard error of a difference of two medians (1.2533 sigma / sqrt(n) each).
