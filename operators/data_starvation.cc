@@ -52,7 +52,7 @@ class DataStarvation final : public PerRunOperator<DataStarvation, RunState> {
         break;
       case Kind::kData: {
         const DataSample& d = r.as<DataSample>();
-        if (d.rank < 0 || d.rank >= (1 << 20)) break;
+        if (!indexable_rank(d.rank)) break;
         RunState& st = state(d.run_id);
         if (st.data.size() <= static_cast<size_t>(d.rank)) st.data.resize(static_cast<size_t>(d.rank) + 1);
         LatestData& l = st.data[static_cast<size_t>(d.rank)];

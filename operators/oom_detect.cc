@@ -76,7 +76,7 @@ class OomDetect final : public PerRunOperator<OomDetect, RunState> {
       }
       case Kind::kData: {
         const DataSample& d = r.as<DataSample>();
-        if (!d.has(DataSample::F::dataset_shard) || d.rank < 0 || d.rank >= (1 << 20)) break;
+        if (!d.has(DataSample::F::dataset_shard) || !indexable_rank(d.rank)) break;
         RunState& st = runs_[d.run_id];
         if (st.data.size() <= static_cast<size_t>(d.rank)) st.data.resize(static_cast<size_t>(d.rank) + 1);
         auto& seen = st.data[static_cast<size_t>(d.rank)];

@@ -8,6 +8,7 @@
 // partition owns, which run and rank each GPU serves (NodePlacement).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -20,6 +21,12 @@
 #include "schema/state_codecs.h"
 
 namespace runlens::ops {
+
+// The ranks operators keep state by rank for: rank_join rejects a step
+// report of a rank outside [0, kRankLimit), and operators drop other
+// rows of such ranks.
+constexpr int32_t kRankLimit = 1 << 20;
+inline bool indexable_rank(int32_t rank) { return rank >= 0 && rank < kRankLimit; }
 
 // The locators of an alert about one rank, for every operator: sets the
 // alert's rank, and its node and GPU from the run's rank map (each where the

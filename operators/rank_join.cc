@@ -206,7 +206,7 @@ class RankJoin final : public PerRunOperator<RankJoin, RunState> {
   void on_step(const Record& r, Emitter& out) {
     const Step& s = r.as<Step>();
     RunState& st = runs_[s.run_id];
-    if (s.rank < 0 || (st.world > 0 && s.rank >= st.world) || s.rank >= (1 << 20)) {
+    if (!indexable_rank(s.rank) || (st.world > 0 && s.rank >= st.world)) {
       reject(r, "rank " + std::to_string(s.rank) + " is outside the run's world size " + std::to_string(st.world));
       return;
     }

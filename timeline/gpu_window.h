@@ -25,11 +25,7 @@ class GpuWindow {
   size_t size() const { return count_; }
   // The bytes of the chunks held (the spare aside).
   size_t bytes() const { return chunks_.size() * kChunkBytes; }
-  int64_t front_time() const {
-    int64_t t;
-    std::memcpy(&t, chunks_.front()->data + head_, sizeof t);
-    return t;
-  }
+  int64_t front_time() const { return time_at(*chunks_.front(), head_); }
 
   void push_back(int64_t time, const Gpu& g) {
     if (chunks_.empty() || chunks_.back()->end + kMaxEntry > kChunkBytes) {
@@ -50,9 +46,7 @@ class GpuWindow {
 
   void pop_front() {
     Chunk& c = *chunks_.front();
-    uint32_t present;
-    std::memcpy(&present, c.data + head_ + sizeof(int64_t), sizeof present);
-    head_ += entry_bytes(present);
+    head_ += entry_bytes(present_at(c, head_));
     --count_;
     if (head_ < c.end) return;
     head_ = 0;
@@ -82,11 +76,7 @@ class GpuWindow {
     size_t at = first == 0 ? head_ : 0;
     for (size_t i = first; i < chunks_.size(); ++i, at = 0) {
       const Chunk& c = *chunks_[i];
-      while (at < c.end && time_at(c, at) < from) {
-        uint32_t present;
-        std::memcpy(&present, c.data + at + sizeof(int64_t), sizeof present);
-        at += entry_bytes(present);
-      }
+      while (at < c.end && time_at(c, at) < from) at += entry_bytes(present_at(c, at));
       while (at < c.end) {
         const char* p = c.data + at;
         int64_t time;
@@ -112,10 +102,16 @@ class GpuWindow {
     char data[kChunkBytes];
   };
 
+  // The header of the entry at `at`: its time, then its presence bits.
   static int64_t time_at(const Chunk& c, size_t at) {
     int64_t t;
     std::memcpy(&t, c.data + at, sizeof t);
     return t;
+  }
+  static uint32_t present_at(const Chunk& c, size_t at) {
+    uint32_t present;
+    std::memcpy(&present, c.data + at + sizeof(int64_t), sizeof present);
+    return present;
   }
   template <class V>
   static void put(char*& p, const V& v) {
