@@ -26,6 +26,7 @@
 
 #include "formats/json_escape.h"
 #include "formats/jsonl_codec.h"
+#include "schema/bytes.h"
 
 namespace runlens::jsonl {
 namespace {
@@ -38,16 +39,6 @@ constexpr std::string_view strip_underscore(std::string_view s) {
 
 inline bool is_digit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
 
-inline uint64_t load8(const char* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-inline uint32_t load4(const char* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 // How many of the 8 bytes, from the first, are ASCII digits. A byte's borrow
 // or carry only reaches later bytes, so bytes up to the first non-digit are
 // classified right.
@@ -115,20 +106,6 @@ inline uint64_t eight_digits_value(uint64_t v) {
   v = (v & 0x0F0F0F0F0F0F0F0F) * 2561 >> 8;
   v = (v & 0x00FF00FF00FF00FF) * 6553601 >> 16;
   return (v & 0x0000FFFF0000FFFF) * 42949672960001 >> 32;
-}
-// n bytes equal, n known to be readable on both sides; field names are short.
-inline bool same_bytes(const char* a, const char* b, size_t n) {
-  if (n >= 8) {
-    for (size_t i = 0; i + 8 <= n; i += 8) {
-      if (load8(a + i) != load8(b + i)) return false;
-    }
-    return load8(a + n - 8) == load8(b + n - 8);
-  }
-  if (n >= 4) return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
-  for (size_t i = 0; i < n; ++i) {
-    if (a[i] != b[i]) return false;
-  }
-  return true;
 }
 
 // The last symbol one field interned on this thread: run ids and node names
@@ -198,7 +175,7 @@ class Parser {
   bool read(Symbol* out, SymbolCache& c) {
     std::string_view s;
     if (peek() != '"' || !string(&s)) return false;
-    if (c.sym.empty() || c.text != s) {
+    if (c.sym.empty() || !same_text(c.text, s)) {
       c.sym = Symbol::intern(s);
       c.text = c.sym.str();
     }

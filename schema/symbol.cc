@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "schema/bytes.h"
 #include "schema/record.h"  // fnv1a: the one FNV-1a of the schema
 
 namespace runlens {
@@ -81,7 +82,8 @@ Symbol Symbol::intern(std::string_view text) {
   const uint64_t key = cache_key(text);
   CacheEntry* set = &tl_cache[2 * (key >> (64 - kCacheSetBits))];
   for (int way = 0; way < 2; ++way) {
-    if (set[way].id != 0 && set[way].key == key && Symbol(set[way].id).str() == text) return Symbol(set[way].id);
+    if (set[way].id != 0 && set[way].key == key && same_text(Symbol(set[way].id).str(), text))
+      return Symbol(set[way].id);
   }
   const uint64_t h = fnv1a(text);
 
