@@ -23,6 +23,7 @@
 #include "formats/json_reader.h"
 #include "formats/json_writer.h"
 #include "formats/jsonl_codec.h"
+#include "schema/bytes.h"
 #include "schema/symbol_index.h"
 #include "sqlite_fresh_schema.h"
 #include "store/sqlite/fresh_image.h"
@@ -1214,7 +1215,8 @@ class SqliteMetricRows final : public MetricRows {
       const RankStepRow& head = b.rank_steps[i];
       size_t j = i;
       data.clear();
-      for (; j < b.rank_steps.size() && b.rank_steps[j].step == head.step && b.rank_steps[j].run_id == head.run_id;
+      for (; j < b.rank_steps.size() && b.rank_steps[j].step == head.step &&
+             same_text(b.rank_steps[j].run_id, head.run_id);
            ++j) {
         pack_rank(&data, b.rank_steps[j]);
       }
@@ -1245,12 +1247,12 @@ class SqliteMetricRows final : public MetricRows {
     std::unordered_map<uint32_t, std::vector<size_t>> more_groups_of;  // nodes without a slot there
     size_t last = SIZE_MAX;
     for (const auto& g : b.gpu_samples) {
-      if (last == SIZE_MAX || by_node[last].node != g.sample.node || by_node[last].kept_for != g.kept_for) {
+      if (last == SIZE_MAX || by_node[last].node != g.sample.node || !same_text(by_node[last].kept_for, g.kept_for)) {
         last = SIZE_MAX;
         std::vector<size_t>* slot = groups_of.slot(g.sample.node);
         auto& candidates = slot ? *slot : more_groups_of[g.sample.node.id()];
         for (size_t i : candidates) {
-          if (by_node[i].kept_for == g.kept_for) last = i;
+          if (same_text(by_node[i].kept_for, g.kept_for)) last = i;
         }
         if (last == SIZE_MAX) {
           last = by_node.size();

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -204,5 +205,61 @@ TEST_CASE("GPU blocks: a version-9 store's column blocks read after it is migrat
   auto want = old_rows;
   want.insert(want.end(), later.begin(), later.end());
   check_same(s.metrics->gpu_samples({"gpu-node-7"}, INT64_MIN, INT64_MAX), want);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("blocks: one batch's rows go to a block per node and reason, and per run and step") {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("runlens-blocks-" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string db = dir + "/s.db";
+  store::Store s = store::open_store("sqlite://" + db);
+  store::MetricBatch mb;
+  // Two nodes, their samples interleaved; each node's samples change reason
+  // in the middle of a run of the same node (a failure window opening).
+  const char* reasons[] = {"recent", "recent", "failure", "failure", "recent", "failure"};
+  for (int i = 0; i < 6; ++i) {
+    mb.gpu_samples.push_back(testing::gpu_row("gpu-node-1", 1000 + i, 0, reasons[i]));
+    mb.gpu_samples.push_back(testing::gpu_row("gpu-node-2", 1000 + i, 0, reasons[5 - i]));
+  }
+  // The same step of two runs, one after the other, ranks in order.
+  for (const char* run : {"run-a", "run-b"}) {
+    for (int32_t rank = 0; rank < 3; ++rank) {
+      store::RankStepRow r;
+      r.run_id = run;
+      r.step = 5;
+      r.rank = rank;
+      r.gpu = rank;
+      r.step_ms = run[4] == 'a' ? 100 + rank : 200 + rank;
+      r.work_ms = r.step_ms;
+      r.ratio_to_median = 1.0;
+      r.kept_for = "failure";
+      mb.rank_steps.push_back(r);
+    }
+  }
+  s.metrics->write(mb);
+  {
+    SqliteFile f(db);
+    CHECK(f.rows("SELECT node, kept_for, samples FROM gpu_sample_blocks ORDER BY node, kept_for") ==
+          "gpu-node-1|failure|3\ngpu-node-1|recent|3\ngpu-node-2|failure|3\ngpu-node-2|recent|3\n");
+    CHECK(f.rows("SELECT run_id, step, ranks FROM rank_step_blocks ORDER BY run_id") == "run-a|5|3\nrun-b|5|3\n");
+  }
+  for (const char* node : {"gpu-node-1", "gpu-node-2"}) {
+    auto got = s.metrics->gpu_samples({node}, INT64_MIN, INT64_MAX);  // in no promised order
+    std::sort(got.begin(), got.end(), [](const auto& x, const auto& y) { return x.time_ns < y.time_ns; });
+    REQUIRE(got.size() == 6);
+    for (int i = 0; i < 6; ++i) {
+      CAPTURE(node);
+      CAPTURE(i);
+      CHECK(got[i].time_ns == 1000 + i);
+      CHECK(got[i].kept_for == reasons[node[9] == '1' ? i : 5 - i]);
+    }
+  }
+  for (const char* run : {"run-a", "run-b"}) {
+    auto ranks = s.metrics->rank_steps(run, {}, 10);
+    REQUIRE(ranks.size() == 3);
+    for (int32_t rank = 0; rank < 3; ++rank) CHECK(ranks[rank].step_ms == (run[4] == 'a' ? 100 : 200) + rank);
+  }
   std::filesystem::remove_all(dir);
 }
