@@ -1,12 +1,10 @@
 #include "store/sqlite/gpu_blocks.h"
 
 #include <doctest/doctest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <random>
 
@@ -170,11 +168,7 @@ TEST_CASE("GPU blocks: damaged bytes, a wrong count or an unknown encoding are r
 }
 
 TEST_CASE("GPU blocks: a version-9 store's column blocks read after it is migrated, next to new compact ones") {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("runlens-gpu-blocks-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string db = dir + "/v9.db";
+  const std::string db = testing::fresh_dir("gpu-blocks") + "/v9.db";
   { sq::open(db, store::OpenMode::kReadWrite, 9); }
   const auto old_rows = dcgm_block(3);
   {
@@ -205,15 +199,10 @@ TEST_CASE("GPU blocks: a version-9 store's column blocks read after it is migrat
   auto want = old_rows;
   want.insert(want.end(), later.begin(), later.end());
   check_same(s.metrics->gpu_samples({"gpu-node-7"}, INT64_MIN, INT64_MAX), want);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("blocks: one batch's rows go to a block per node and reason, and per run and step") {
-  const std::string dir =
-      (std::filesystem::temp_directory_path() / ("runlens-blocks-" + std::to_string(::getpid()))).string();
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  const std::string db = dir + "/s.db";
+  const std::string db = testing::fresh_dir("blocks") + "/s.db";
   store::Store s = store::open_store("sqlite://" + db);
   store::MetricBatch mb;
   // Two nodes, their samples interleaved; each node's samples change reason
@@ -261,5 +250,4 @@ TEST_CASE("blocks: one batch's rows go to a block per node and reason, and per r
     REQUIRE(ranks.size() == 3);
     for (int32_t rank = 0; rank < 3; ++rank) CHECK(ranks[rank].step_ms == (run[4] == 'a' ? 100 : 200) + rank);
   }
-  std::filesystem::remove_all(dir);
 }
