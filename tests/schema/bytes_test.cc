@@ -1,6 +1,7 @@
 // schema/bytes.h against memcmp, at every length up to 40 and every position
 // of a difference, with each string ending right before a page the process
-// may not read: a load past either end faults.
+// may not read: a load past either end faults. And the symbol table's
+// per-thread cache, which compares with it.
 #include "schema/bytes.h"
 
 #include <doctest/doctest.h>

@@ -207,20 +207,23 @@ TEST_CASE("blocks: one batch's rows go to a block per node and reason, and per r
   store::MetricBatch mb;
   // Two nodes, their samples interleaved; each node's samples change reason
   // in the middle of a run of the same node (a failure window opening).
+  const char* nodes[] = {"gpu-node-1", "gpu-node-2"};
   const char* reasons[] = {"recent", "recent", "failure", "failure", "recent", "failure"};
+  auto reason = [&](int node, int i) { return reasons[node == 0 ? i : 5 - i]; };  // the second node's reversed
   for (int i = 0; i < 6; ++i) {
-    mb.gpu_samples.push_back(testing::gpu_row("gpu-node-1", 1000 + i, 0, reasons[i]));
-    mb.gpu_samples.push_back(testing::gpu_row("gpu-node-2", 1000 + i, 0, reasons[5 - i]));
+    for (int n = 0; n < 2; ++n) mb.gpu_samples.push_back(testing::gpu_row(nodes[n], 1000 + i, 0, reason(n, i)));
   }
   // The same step of two runs, one after the other, ranks in order.
-  for (const char* run : {"run-a", "run-b"}) {
+  const char* runs[] = {"run-a", "run-b"};
+  auto step_ms = [](int run, int32_t rank) { return 100.0 * (run + 1) + rank; };
+  for (int k = 0; k < 2; ++k) {
     for (int32_t rank = 0; rank < 3; ++rank) {
       store::RankStepRow r;
-      r.run_id = run;
+      r.run_id = runs[k];
       r.step = 5;
       r.rank = rank;
       r.gpu = rank;
-      r.step_ms = run[4] == 'a' ? 100 + rank : 200 + rank;
+      r.step_ms = step_ms(k, rank);
       r.work_ms = r.step_ms;
       r.ratio_to_median = 1.0;
       r.kept_for = "failure";
@@ -234,20 +237,20 @@ TEST_CASE("blocks: one batch's rows go to a block per node and reason, and per r
           "gpu-node-1|failure|3\ngpu-node-1|recent|3\ngpu-node-2|failure|3\ngpu-node-2|recent|3\n");
     CHECK(f.rows("SELECT run_id, step, ranks FROM rank_step_blocks ORDER BY run_id") == "run-a|5|3\nrun-b|5|3\n");
   }
-  for (const char* node : {"gpu-node-1", "gpu-node-2"}) {
-    auto got = s.metrics->gpu_samples({node}, INT64_MIN, INT64_MAX);  // in no promised order
+  for (int n = 0; n < 2; ++n) {
+    auto got = s.metrics->gpu_samples({nodes[n]}, INT64_MIN, INT64_MAX);  // in no promised order
     std::sort(got.begin(), got.end(), [](const auto& x, const auto& y) { return x.time_ns < y.time_ns; });
     REQUIRE(got.size() == 6);
     for (int i = 0; i < 6; ++i) {
-      CAPTURE(node);
+      CAPTURE(n);
       CAPTURE(i);
       CHECK(got[i].time_ns == 1000 + i);
-      CHECK(got[i].kept_for == reasons[node[9] == '1' ? i : 5 - i]);
+      CHECK(got[i].kept_for == reason(n, i));
     }
   }
-  for (const char* run : {"run-a", "run-b"}) {
-    auto ranks = s.metrics->rank_steps(run, {}, 10);
+  for (int k = 0; k < 2; ++k) {
+    auto ranks = s.metrics->rank_steps(runs[k], {}, 10);
     REQUIRE(ranks.size() == 3);
-    for (int32_t rank = 0; rank < 3; ++rank) CHECK(ranks[rank].step_ms == (run[4] == 'a' ? 100 : 200) + rank);
+    for (int32_t rank = 0; rank < 3; ++rank) CHECK(ranks[rank].step_ms == step_ms(k, rank));
   }
 }
