@@ -3,6 +3,7 @@
 
   /usr/bin/python3 bench/peers/side_by_side.py --make --repeat 5            # the issue's two files
   /usr/bin/python3 bench/peers/side_by_side.py --file g.jsonl --repeat 5 --recording
+  /usr/bin/python3 bench/peers/side_by_side.py --file g.jsonl --recording --runlens build-release/runlens --compare build/runlens
 
 Each round runs, one after the other on the same file: `runlens replay FILE`
 through the default pipeline (wall time of the process, start-up and exit
@@ -13,7 +14,10 @@ pandas peer (read and compute, in a process of its own; the import of pandas
 is not counted). Prints each run, whether the last round's peer answers agree
 with the store of the last JSONL replay (check_agree.compare), the medians and
 the ratios runlens / ClickHouse and runlens / pandas, and one JSON line of the
-medians per file.
+medians per file. --compare BIN runs a second runlens binary in the same
+rounds (first in every other round), with its own medians and ratios and the
+median of the rounds' ratios runlens / BIN: the release build against the
+plain one, or a change against main, on the same minutes as the peers.
 
 --make writes the issue's two files into --dir (kept: made once):
   g.jsonl     runlens synth --ranks 1024 --steps 500 --gpu-every 1 --fault straggler:rank=713,from=250
@@ -112,21 +116,37 @@ def bench_file(args, path, server, workdir):
         recording = os.path.join(workdir, pathlib.Path(path).stem + ".rlrec")
         subprocess.run([args.runlens, "convert", path, recording], check=True, capture_output=True)
     count_lines(path)  # the page cache holds the file before the first round, for every contender alike
-    runs = {"runlens": [], "runlens_rec": [], "clickhouse": [], "pandas": []}
-    rss = {"runlens": [], "runlens_rec": []}
+    runs = {"runlens": [], "runlens_rec": [], "compare": [], "compare_rec": [], "clickhouse": [], "pandas": []}
+    rss = {"runlens": [], "runlens_rec": [], "compare": [], "compare_rec": []}
     dead = 0
     ch_parts, pd_rss = [], []
     for i in range(args.repeat):
-        s, mib, d = replay(args.runlens, path, workdir)
-        runs["runlens"].append(s)
-        rss["runlens"].append(mib)
-        dead += d
-        line = "round %d: runlens %.2f s (%.0f MiB, %d dead letters)" % (i + 1, s, mib, d)
-        if recording:
-            s, mib, _ = replay(args.runlens, recording, workdir, "replay-recording")
-            runs["runlens_rec"].append(s)
-            rss["runlens_rec"].append(mib)
-            line += ", runlens from recording %.2f s (%.0f MiB)" % (s, mib)
+        parts = {}
+
+        def contender(key, binary, tag):
+            s, mib, d = replay(binary, path, workdir, tag)
+            runs[key].append(s)
+            rss[key].append(mib)
+            parts[key] = "%.2f s (%.0f MiB, %d dead letters)" % (s, mib, d)
+            if recording:
+                s, mib, _ = replay(binary, recording, workdir, tag + "-recording")
+                runs[key + "_rec"].append(s)
+                rss[key + "_rec"].append(mib)
+                parts[key] += ", from recording %.2f s (%.0f MiB)" % (s, mib)
+            return d
+
+        order = [("runlens", args.runlens, "replay"), ("compare", args.compare, "replay-compare")]
+        if not args.compare:
+            order = order[:1]
+        elif i % 2:
+            order.reverse()  # neither binary always runs first
+        for key, binary, tag in order:
+            d = contender(key, binary, tag)
+            if key == "runlens":
+                dead += d
+        line = "round %d: runlens %s" % (i + 1, parts["runlens"])
+        if args.compare:
+            line += "; compare %s" % parts["compare"]
         ch_answers, ch = clickhouse_peer.run(path, server.port)
         runs["clickhouse"].append(ch["total_s"])
         ch_parts.append(ch)
@@ -165,6 +185,18 @@ def bench_file(args, path, server, workdir):
         "runlens_over_clickhouse": round(med["runlens"] / med["clickhouse"], 2),
         "runlens_over_pandas": round(med["runlens"] / med["pandas"], 2),
     }
+    if args.compare:
+        summary["compare_binary"] = args.compare
+        summary["compare_s"] = round(med["compare"], 3)
+        summary["compare_peak_rss_mib"] = round(statistics.median(rss["compare"]), 1)
+        summary["compare_over_clickhouse"] = round(med["compare"] / med["clickhouse"], 2)
+        summary["runlens_over_compare_paired"] = round(
+            statistics.median(a / b for a, b in zip(runs["runlens"], runs["compare"])), 3)
+        if recording:
+            summary["compare_recording_s"] = round(med["compare_rec"], 3)
+            summary["compare_recording_over_clickhouse"] = round(med["compare_rec"] / med["clickhouse"], 2)
+            summary["runlens_recording_over_compare_paired"] = round(
+                statistics.median(a / b for a, b in zip(runs["runlens_rec"], runs["compare_rec"])), 3)
     if recording:
         summary["runlens_recording_s"] = round(med["runlens_rec"], 3)
         summary["runlens_recording_events_per_s"] = round(events / med["runlens_rec"])
@@ -179,6 +211,14 @@ def bench_file(args, path, server, workdir):
             med["runlens_rec"], events / med["runlens_rec"] / 1e3, summary["runlens_recording_peak_rss_mib"]))
     print("ratios: runlens / clickhouse %.2f, runlens / pandas %.2f" % (summary["runlens_over_clickhouse"],
                                                                        summary["runlens_over_pandas"]))
+    if args.compare:
+        line = "compare (%s): %.2f s, / clickhouse %.2f; runlens / compare, median of the rounds' ratios, %.3f" % (
+            args.compare, med["compare"], summary["compare_over_clickhouse"], summary["runlens_over_compare_paired"])
+        if recording:
+            line += "; from the recording %.2f s, / clickhouse %.2f, runlens / compare %.3f" % (
+                med["compare_rec"], summary["compare_recording_over_clickhouse"],
+                summary["runlens_recording_over_compare_paired"])
+        print(line)
     print(json.dumps(summary), flush=True)
     return summary
 
@@ -187,6 +227,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--file", action="append", default=[], help="runlens JSONL telemetry (repeatable)")
     ap.add_argument("--runlens", default=str(REPO / "build" / "runlens"))
+    ap.add_argument("--compare", help="a second runlens binary, run in the same rounds (see above)")
     ap.add_argument("--repeat", type=int, default=5, help="rounds (medians of them)")
     ap.add_argument("--make", action="store_true", help="make the issue's two files in --dir and run on them")
     ap.add_argument("--dir", default="/tmp/runlens-peers", help="where --make writes its files")
@@ -199,6 +240,7 @@ def main():
     if not files:
         ap.error("give --file FILE or --make")
     print("machine: %d CPUs, load average %s" % (os.cpu_count(), " ".join("%.2f" % x for x in os.getloadavg())))
+    print("runlens: %s%s" % (args.runlens, "; compare: " + args.compare if args.compare else ""))
     with tempfile.TemporaryDirectory(prefix="runlens-side-") as workdir, clickhouse_peer.ClickHouseServer() as server:
         print("clickhouse-server pid %d answered /ping after %.0f ms" % (server.proc.pid, server.ping_s * 1000))
         for path in files:
