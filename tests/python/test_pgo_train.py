@@ -67,3 +67,11 @@ def test_scratch_directory_is_removed(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "pgo-train: done" in p.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_pgo_stage_is_a_configure_error(tmp_path):
+    # CMakeLists.txt's RUNLENS_PGO takes generate, use or nothing; a typo must not build an unguided binary.
+    p = subprocess.run(["cmake", "-S", str(REPO), "-B", str(tmp_path / "b"), "-DRUNLENS_PGO=generated"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode != 0
+    assert "RUNLENS_PGO is generate, use or empty, not 'generated'" in p.stderr
