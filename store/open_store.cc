@@ -73,7 +73,9 @@ std::optional<std::string> store_url_error(const std::string& url) {
 
 Store open_store(const std::string& url, const OpenOptions& options) {
   Parsed p = parse_or_throw(url);
-  return p.backend->open(p.location, options);
+  Store s = p.backend->open(p.location, options);
+  if (s.read_url.empty()) s.read_url = url;
+  return s;
 }
 
 bool store_exists(const std::string& url) {

@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -677,12 +678,31 @@ struct Store {
   std::unique_ptr<MetricRows> metrics;
   std::unique_ptr<EvalStore> evals;
   int schema_version = 0;  // the backend's schema version of this store, as opened (GET /v1/health)
+  // The URL a second connection opens to read what this one writes: the URL
+  // opened, or, while a store is built whole (OpenOptions::build_whole), where
+  // it is being built.
+  std::string read_url;
+  // Set only while a store is built whole: puts it in place, whole and
+  // synced, and closes it (graph, metrics and evals serve nothing more).
+  // Every other connection to it must be closed first. Throws StoreError when
+  // it cannot; the message names where the new store was left. A store built
+  // whole and destroyed without this call is put in place all the same, and
+  // left where it was built when that fails.
+  std::function<void()> finish_build;
 };
 
 enum class OpenMode { kReadWrite, kReadOnly };
 
 struct OpenOptions {
   OpenMode mode = OpenMode::kReadWrite;
+  // Read-write, where no store exists yet: build the new store whole, for a
+  // writer no one reads while it writes (a replay). The backend writes it
+  // where readers of the URL do not look, without what makes each commit
+  // durable and visible (SQLite: beside its file, with no log and no syncs),
+  // and Store::finish_build puts it in place: readers see no store until
+  // then, and then all of it. A store that exists, or one a backend cannot
+  // build aside (SQLite's ":memory:"), is opened as without this.
+  bool build_whole = false;
 };
 
 // --- choosing a store by URL (store/open_store.cc) ------------------------------------

@@ -4,13 +4,20 @@
 // connection; no SQL is ever built from values.
 #include "store/sqlite/sqlite_store.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,11 +62,13 @@ class Db {
     sqlite3_extended_result_codes(db_, 1);
   }
   ~Db() {
-    checkpointer_.reset();  // before the close, which checkpoints what is left
-    for (auto& [sql, list] : cache_) {
-      for (auto& [st, busy] : list) sqlite3_finalize(st);
+    if (!place_at_.empty()) {
+      try {
+        place();
+      } catch (const StoreError&) {  // left where it was built
+      }
     }
-    if (db_) sqlite3_close(db_);
+    close();
   }
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -70,6 +79,7 @@ class Db {
   // A prepared statement for `sql` that no live Query holds: queries nest
   // (walking the lineage reads runs while reading checkpoints).
   sqlite3_stmt* acquire(const char* sql) {
+    if (!db_) throw StoreError("store " + path_ + " is closed");
     auto& list = cache_[sql];
     for (auto& [st, busy] : list) {
       if (!busy) {
@@ -111,8 +121,67 @@ class Db {
   // connection of a store in WAL mode).
   void checkpoint_in_background() { checkpointer_ = std::make_unique<sqlite::WalCheckpointer>(db_, path_); }
 
+  // This connection builds a new store whole (open_db): place() puts it at
+  // `final_path`.
+  void build_for(std::string final_path) { place_at_ = std::move(final_path); }
+  bool building() const { return !place_at_.empty(); }
+
+  // A store built whole, put in place: back in WAL mode as every store is,
+  // closed, synced, then linked to its path, which must still be free (link(),
+  // unlike rename(), fails where a file appeared meanwhile). Then the name
+  // it was built under goes, and the directory is synced. On failure the
+  // built store stays under that name, which the error gives.
+  void place() {
+    const std::string to = std::exchange(place_at_, "");
+    if (to.empty()) return;
+    auto fail_place = [&](const std::string& why) {
+      throw StoreError("cannot put the new store " + path_ + " in place at " + to + ": " + why +
+                       "; the store is left at " + path_);
+    };
+    char* err = nullptr;
+    if (sqlite3_exec(db_, "PRAGMA journal_mode = WAL", nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string why = err ? err : sqlite3_errmsg(db_);
+      sqlite3_free(err);
+      close();
+      fail_place(why);
+    }
+    close();
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fdatasync(fd) != 0) {
+      const int e = errno;
+      if (fd >= 0) ::close(fd);
+      fail_place(std::strerror(e));
+    }
+    ::close(fd);
+    if (::link(path_.c_str(), to.c_str()) != 0) {
+      const int e = errno;
+      fail_place(e == EEXIST ? "a file appeared there while it was built" : std::strerror(e));
+    }
+    ::unlink(path_.c_str());
+    sync_directory(to);
+  }
+
  private:
+  void close() {
+    checkpointer_.reset();  // before the close, which checkpoints what is left
+    for (auto& [sql, list] : cache_) {
+      for (auto& [st, busy] : list) sqlite3_finalize(st);
+    }
+    cache_.clear();
+    if (db_) sqlite3_close(db_);
+    db_ = nullptr;
+  }
+
+  static void sync_directory(const std::string& file) {
+    std::string dir = std::filesystem::path(file).parent_path().string();
+    const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    ::fsync(fd);
+    ::close(fd);
+  }
+
   std::string path_;
+  std::string place_at_;  // while building a new store whole: where it goes
   sqlite3* db_ = nullptr;
   std::unique_ptr<sqlite::WalCheckpointer> checkpointer_;
   // By the address of the SQL text (a literal or a static string): (statement, in use).
@@ -260,12 +329,53 @@ void migrate(Db& db, int target) {
   }
 }
 
-std::shared_ptr<Db> open_db(const std::string& path, OpenMode mode, int target_version) {
+// A store built whole is built beside its path under this name and a
+// suffix, PID-N.
+constexpr std::string_view kBuilding = ".building-";
+
+// Whether `path` names a plain file that does not exist yet.
+bool free_file_path(const std::string& path) {
+  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return false;
+  struct stat st {};
+  return lstat(path.c_str(), &st) != 0 && errno == ENOENT;
+}
+
+// Stores that a process killed while it built them whole left beside `path`
+// (PATH.building-PID-N whose process is gone), removed: nothing reads them,
+// and one killed in a transaction is not whole. Those of live processes stay.
+void remove_stale_builds(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path p(path);
+  const std::string prefix = p.filename().string() + std::string(kBuilding);
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const char* digits = name.c_str() + prefix.size();
+    char* end = nullptr;
+    const long pid = std::strtol(digits, &end, 10);
+    if (end == digits || *end != '-' || pid <= 0) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    fs::remove(entry.path(), ec);
+  }
+}
+
+std::shared_ptr<Db> open_db(const std::string& requested, OpenMode mode, int target_version, bool build_whole) {
+  std::string path = requested;
+  // A new store built whole goes beside its path, with no log (its pages are
+  // written once) and no syncs; Db::place() syncs it once and puts it in place.
+  const bool whole =
+      mode == OpenMode::kReadWrite && build_whole && target_version == kSchemaVersion && free_file_path(requested);
   if (mode == OpenMode::kReadWrite) {
     // A new store's directory is made here (an error shows when opening).
     auto parent = std::filesystem::path(path).parent_path();
     std::error_code ec;
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (free_file_path(path)) remove_stale_builds(path);
+    if (whole) {
+      static std::atomic<unsigned> next{0};
+      path += std::string(kBuilding) + std::to_string(getpid()) + "-" + std::to_string(next++);
+    }
     // A new store at the current version is written whole from the build's
     // image (store/sqlite/fresh_image.h); migrate() below then finds it done.
     if (target_version == kSchemaVersion) sqlite::place_fresh_image(path);
@@ -274,17 +384,21 @@ std::shared_ptr<Db> open_db(const std::string& path, OpenMode mode, int target_v
   if (mode == OpenMode::kReadWrite) {
     // The page size of a new store made here, not from the image.
     db->exec(("PRAGMA page_size = " + std::to_string(kSqlitePageSize)).c_str());
-    // WAL: one writer, many readers that never block on it. NORMAL sync is
-    // durable across application crashes and cheap per commit.
-    db->exec("PRAGMA journal_mode = WAL");
-    db->exec("PRAGMA synchronous = NORMAL");
-    // The log is checkpointed on a thread of its own (store/sqlite/
-    // wal_checkpointer.h): the writer never waits for the copy and its
-    // fsyncs, and what is left for the checkpoint at close (on the exit path
-    // of a replay) stays small. An in-memory store has no log.
-    {
-      Query mode(*db, "PRAGMA journal_mode");
-      if (mode.next() && mode.text(0) == "wal") db->checkpoint_in_background();
+    if (whole) {
+      db->exec("PRAGMA journal_mode = MEMORY");  // a transaction still rolls back
+      db->exec("PRAGMA synchronous = OFF");
+      db->build_for(requested);
+    } else {
+      // WAL: one writer, many readers that never block on it. NORMAL sync is
+      // durable across application crashes and cheap per commit.
+      db->exec("PRAGMA journal_mode = WAL");
+      db->exec("PRAGMA synchronous = NORMAL");
+      // The log is checkpointed on a thread of its own (store/sqlite/
+      // wal_checkpointer.h): the writer never waits for the copy and its
+      // fsyncs, and what is left for the checkpoint at close (on the exit
+      // path of a replay) stays small. An in-memory store has no log.
+      Query journal(*db, "PRAGMA journal_mode");
+      if (journal.next() && journal.text(0) == "wal") db->checkpoint_in_background();
     }
     migrate(*db, target_version);
   } else {
@@ -2503,7 +2617,7 @@ std::optional<std::string> location_error(const std::string& path) {
   return std::nullopt;
 }
 
-Store open_location(const std::string& path, const OpenOptions& options) { return open(path, options.mode); }
+Store open_location(const std::string& path, const OpenOptions& options) { return open(path, options); }
 
 bool exists(const std::string& path) {
   std::error_code ec;
@@ -2529,12 +2643,20 @@ const Backend kBackend{
 const Backend& backend() { return kBackend; }
 
 Store open(const std::string& path, OpenMode mode, int target_version) {
-  auto db = open_db(path, mode, target_version);
+  return open(path, OpenOptions{.mode = mode}, target_version);
+}
+
+Store open(const std::string& path, const OpenOptions& options, int target_version) {
+  auto db = open_db(path, options.mode, target_version, options.build_whole);
   Store s;
   s.graph = std::make_unique<SqliteRunGraph>(db);
   s.metrics = std::make_unique<SqliteMetricRows>(db);
   s.evals = std::make_unique<SqliteEvalStore>(db);
   s.schema_version = read_version(*db);
+  if (db->building()) {
+    s.read_url = std::string(kBackend.scheme) + "://" + db->path();
+    s.finish_build = [db] { db->place(); };
+  }
   return s;
 }
 

@@ -23,6 +23,9 @@ const Backend& backend();
 // `target_version` (tests build stores of older versions); read-only needs it
 // at kSchemaVersion. Throws StoreError.
 Store open(const std::string& path, OpenMode mode, int target_version = kSchemaVersion);
+// The same with every open option (OpenOptions::build_whole builds a new store
+// beside `path`, as PATH.building-PID-N, with no log and no syncs).
+Store open(const std::string& path, const OpenOptions& options, int target_version = kSchemaVersion);
 
 // The schema version of an existing store file (0 when it has none). Throws StoreError.
 int schema_version(const std::string& path);

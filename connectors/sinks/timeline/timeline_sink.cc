@@ -54,10 +54,11 @@ class TimelineSink final : public Operator, private timeline::Output {
       if (!p.empty() && !parent.empty()) std::filesystem::create_directories(parent, ec);
     }
     try {
-      store_ = store::open_store(o_.store_url);  // the writer's connection (migrates)
+      // The writer's connection (migrates).
+      store_ = store::open_store(o_.store_url, {.build_whole = o_.build_whole});
       // This thread's, for runs stored before. Read-only: it never writes,
       // so it needs no checkpointer of its own (a thread and a connection).
-      reader_ = store::open_store(o_.store_url, {store::OpenMode::kReadOnly});
+      reader_ = store::open_store(store_.read_url, {.mode = store::OpenMode::kReadOnly});
     } catch (const store::StoreError& e) {
       throw runtime::ConfigError({runtime::Diagnostic{{}, "", e.what()}});
     }
@@ -97,7 +98,11 @@ class TimelineSink final : public Operator, private timeline::Output {
   }
   void finish(Emitter&) override {
     builder_->finish();
-    writer_->close();  // rethrows a failed write
+    writer_->close();           // rethrows a failed write
+    if (store_.finish_build) {  // a new store built whole goes in place now (throws as a failed write does)
+      reader_ = {};
+      store_.finish_build();
+    }
   }
 
  private:
@@ -177,6 +182,16 @@ void RegisterTimelineSink(Registry& registry) {
        .default_value = "",
        .doc = "Deprecated, goes away in the next release: the store file's path; use store: sqlite://PATH. When set, "
               "it is used instead of store."},
+      {.name = "new_store",
+       .type = runtime::ParamType::kString,
+       .default_value = "${RUNLENS_NEW_STORE:-in_place}",
+       .doc =
+           "Where no store exists yet: in_place writes it at its URL, readable from the first commit (`runlens "
+           "serve` can follow a live run); whole builds it beside its path with no log and no syncs, and puts it "
+           "in place, synced, when the pipeline ends: readers see no store until then, then all of it, and a "
+           "killed pipeline leaves no store there. `runlens replay` sets RUNLENS_NEW_STORE=whole unless told otherwise "
+           "(--new-store). A store that exists is always written in place.",
+       .choices = {"in_place", "whole"}},
       {.name = "timeline_path",
        .type = runtime::ParamType::kString,
        .default_value = "${RUNLENS_OUT:-out}/timeline.jsonl",
@@ -233,6 +248,7 @@ void RegisterTimelineSink(Registry& registry) {
     if (auto why = store::store_url_error(o.store_url))
       ctx.fail(ctx.params->get_string("db").empty() ? "store" : "db", *why);
     o.timeline_path = ctx.params->get_string("timeline_path");
+    o.build_whole = ctx.params->get_string("new_store") == "whole";
     o.graph.failure_window_steps = ctx.params->get_int("failure_window_steps");
     o.graph.failure_window_ns = ctx.params->get_duration_ns("failure_window_time");
     o.graph.rank_window = ctx.params->get_int("rank_window");

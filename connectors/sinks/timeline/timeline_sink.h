@@ -22,7 +22,11 @@ namespace runlens::connectors {
 struct TimelineSinkOptions {
   std::string store_url;      // store/store.h: open_store()
   std::string timeline_path;  // empty: no JSONL copy
-  timeline::Options graph;    // retention and commit cadence
+  // A store that does not exist yet: built whole and put in place when the
+  // pipeline finishes (store::OpenOptions::build_whole: `new_store: whole`),
+  // or written in place, readable from the first commit (`in_place`).
+  bool build_whole = false;
+  timeline::Options graph;  // retention and commit cadence
 };
 
 // Parses a rollup tier "RESOLUTION:RETENTION", e.g. "10s:1d", "1m:30d", "1h:365d".
