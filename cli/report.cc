@@ -44,12 +44,14 @@ int print_page(const report::ReportOptions& o) {
   }
 }
 
-// Replays telemetry through the default pipeline into a scratch store in `dir`.
+// Replays telemetry through the default pipeline into a scratch store in `dir`,
+// built whole as `replay` builds a new store (nothing reads it meanwhile).
 void replay_into_scratch(const std::vector<std::string>& inputs, const std::string& dir) {
   std::filesystem::create_directories(dir);
   std::map<std::string, std::string> vars{{"RUNLENS_OUT", dir},
                                           {"RUNLENS_STORE", store::default_store_url(dir)},
-                                          {"RUNLENS_PUBLISH", "ipc://" + dir + "/alerts"}};
+                                          {"RUNLENS_PUBLISH", "ipc://" + dir + "/alerts"},
+                                          {"RUNLENS_NEW_STORE", "whole"}};
   auto spec = load_pipeline("", vars);
   spec.settings.overflow = runtime::OverflowPolicy::kBlock;
   // The console sink would print every alert before the page: keep the page alone on stdout.

@@ -685,9 +685,10 @@ struct Store {
   // Set only while a store is built whole: puts it in place, whole and
   // synced, and closes it (graph, metrics and evals serve nothing more).
   // Every other connection to it must be closed first. Throws StoreError when
-  // it cannot; the message names where the new store was left. A store built
-  // whole and destroyed without this call is put in place all the same, and
-  // left where it was built when that fails.
+  // it cannot; the message names where the new store was left. After a failed
+  // write it removes the store instead (with no log, what the write left
+  // cannot be rolled back) and throws. A store built whole and destroyed
+  // without this call is put in place (or removed) all the same.
   std::function<void()> finish_build;
 };
 

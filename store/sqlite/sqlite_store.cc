@@ -107,13 +107,15 @@ class Db {
   void exec(const char* sql) {
     char* err = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      failed_ = true;
       std::string why = err ? err : sqlite3_errmsg(db_);
       sqlite3_free(err);
       throw StoreError("store " + path_ + ": " + why);
     }
   }
 
-  [[noreturn]] void fail(const std::string& what) const {
+  [[noreturn]] void fail(const std::string& what) {
+    failed_ = true;
     throw StoreError("store " + path_ + ": " + what + ": " + sqlite3_errmsg(db_));
   }
 
@@ -125,15 +127,27 @@ class Db {
   // `final_path`.
   void build_for(std::string final_path) { place_at_ = std::move(final_path); }
   bool building() const { return !place_at_.empty(); }
+  // A statement or transaction failed on this connection. A store built whole
+  // has no log, so what a failed transaction wrote cannot be rolled back:
+  // place() then removes the store instead.
+  void mark_failed() { failed_ = true; }
 
   // A store built whole, put in place: back in WAL mode as every store is,
   // closed, synced, then linked to its path, which must still be free (link(),
   // unlike rename(), fails where a file appeared meanwhile). Then the name
-  // it was built under goes, and the directory is synced. On failure the
-  // built store stays under that name, which the error gives.
+  // it was built under goes, and the directory is synced. When that fails the
+  // built store stays under that name, which the error gives. One that a
+  // failed write may have left half-written is removed, and nothing is put
+  // in place.
   void place() {
     const std::string to = std::exchange(place_at_, "");
     if (to.empty()) return;
+    if (failed_) {
+      close();
+      ::unlink(path_.c_str());
+      throw StoreError("the new store was not put in place at " + to +
+                       ": a write to it failed, and a store built whole has no log to roll it back; it is removed");
+    }
     auto fail_place = [&](const std::string& why) {
       throw StoreError("cannot put the new store " + path_ + " in place at " + to + ": " + why +
                        "; the store is left at " + path_);
@@ -182,6 +196,7 @@ class Db {
 
   std::string path_;
   std::string place_at_;  // while building a new store whole: where it goes
+  bool failed_ = false;   // mark_failed()
   sqlite3* db_ = nullptr;
   std::unique_ptr<sqlite::WalCheckpointer> checkpointer_;
   // By the address of the SQL text (a literal or a static string): (statement, in use).
@@ -276,7 +291,9 @@ class Transaction {
  public:
   explicit Transaction(Db& db) : db_(db) { db_.exec("BEGIN IMMEDIATE"); }
   ~Transaction() {
-    if (!done_) sqlite3_exec(db_.raw(), "ROLLBACK", nullptr, nullptr, nullptr);
+    if (done_) return;
+    sqlite3_exec(db_.raw(), "ROLLBACK", nullptr, nullptr, nullptr);
+    db_.mark_failed();  // a store built whole has no log to roll back with
   }
   void commit() {
     db_.exec("COMMIT");
@@ -385,7 +402,7 @@ std::shared_ptr<Db> open_db(const std::string& requested, OpenMode mode, int tar
     // The page size of a new store made here, not from the image.
     db->exec(("PRAGMA page_size = " + std::to_string(kSqlitePageSize)).c_str());
     if (whole) {
-      db->exec("PRAGMA journal_mode = MEMORY");  // a transaction still rolls back
+      db->exec("PRAGMA journal_mode = OFF");
       db->exec("PRAGMA synchronous = OFF");
       db->build_for(requested);
     } else {

@@ -3,10 +3,12 @@
 // path, put in place whole and in WAL mode by finish_build() or at close; a
 // store that exists, or an in-memory one, is opened in place; a file that
 // appeared at the path meanwhile is kept and the new store left where it was
-// built, named in the error; builds of killed processes are removed at the
+// built, named in the error; one a failed write may have left half-written is
+// removed, not put in place; builds of killed processes are removed at the
 // next open; `replay` builds whole unless --new-store, --set or the
 // environment say in_place, and both leave the same store.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -134,6 +136,48 @@ TEST_CASE("build whole: a file that appears at the path meanwhile is kept; the e
   CHECK(read_file(db) == "someone else's");
   store::Store left = store::open_store(url_of(built), {.mode = store::OpenMode::kReadOnly});
   CHECK(left.graph->run("mine"));
+  fs::remove_all(d);
+}
+
+TEST_CASE("build whole: after a failed write (the file size limit) nothing is put in place, and nothing is left") {
+  std::string d = fresh_dir("whole-failed");
+  std::string db = d + "/f.db";
+  pid_t child = fork();
+  if (child == 0) {  // writes past RLIMIT_FSIZE (EFBIG, not SIGXFSZ), then ends the build
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{4 << 20, 4 << 20};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    int code = 0;
+    try {
+      store::Store s = store::open_store(url_of(db), {.build_whole = true});
+      write_run(s, "small");
+      store::GraphBatch big;
+      for (int i = 0; i < 4000; ++i) {
+        store::RunRow r;
+        r.run_id = "run-" + std::to_string(i);
+        r.config.emplace_back("notes", Value::of(std::string(2000, static_cast<char>('a' + i % 26))));
+        big.runs.push_back(std::move(r));
+      }
+      bool write_failed = false;
+      try {
+        s.graph->write(big);
+      } catch (const store::StoreError&) {
+        write_failed = true;
+      }
+      if (!write_failed) code = 2;
+      try {
+        s.finish_build();
+        code = code ? code : 3;
+      } catch (const store::StoreError& e) {
+        if (std::string(e.what()).find("a write to it failed") == std::string::npos) code = code ? code : 4;
+      }
+    } catch (...) {
+      code = 5;
+    }
+    _exit(code);
+  }
+  CHECK(wait_exit(child) == 0);
+  CHECK(files_in(d).empty());  // neither the store nor its build
   fs::remove_all(d);
 }
 
