@@ -37,10 +37,14 @@ bool write_image(int fd) {
 
 }  // namespace
 
-bool place_fresh_image(const std::string& path) {
+bool free_file_path(const std::string& path) {
   if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return false;
   struct stat st {};
-  if (lstat(path.c_str(), &st) == 0 || errno != ENOENT) return false;
+  return lstat(path.c_str(), &st) != 0 && errno == ENOENT;
+}
+
+bool place_fresh_image(const std::string& path) {
+  if (!free_file_path(path)) return false;
   static std::atomic<unsigned> next{0};
   const std::string beside = path + ".new-" + std::to_string(getpid()) + "-" + std::to_string(next++);
   // 0644 less the umask: what SQLite creates a database file with.

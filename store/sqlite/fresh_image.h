@@ -17,4 +17,8 @@ namespace runlens::store::sqlite {
 // processes that make the same store at once both open a whole one.
 bool place_fresh_image(const std::string& path);
 
+// Whether `path` names a plain file (not ":memory:" or a "file:" URI) where
+// nothing is yet: where a new store can be placed.
+bool free_file_path(const std::string& path);
+
 }  // namespace runlens::store::sqlite

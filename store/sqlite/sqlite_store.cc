@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sqlite3.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -350,13 +349,6 @@ void migrate(Db& db, int target) {
 // suffix, PID-N.
 constexpr std::string_view kBuilding = ".building-";
 
-// Whether `path` names a plain file that does not exist yet.
-bool free_file_path(const std::string& path) {
-  if (path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0) return false;
-  struct stat st {};
-  return lstat(path.c_str(), &st) != 0 && errno == ENOENT;
-}
-
 // Stores that a process killed while it built them whole left beside `path`
 // (PATH.building-PID-N whose process is gone), removed: nothing reads them,
 // and one killed in a transaction is not whole. Those of live processes stay.
@@ -381,14 +373,14 @@ std::shared_ptr<Db> open_db(const std::string& requested, OpenMode mode, int tar
   std::string path = requested;
   // A new store built whole goes beside its path, with no log (its pages are
   // written once) and no syncs; Db::place() syncs it once and puts it in place.
-  const bool whole =
-      mode == OpenMode::kReadWrite && build_whole && target_version == kSchemaVersion && free_file_path(requested);
+  const bool is_new = mode == OpenMode::kReadWrite && sqlite::free_file_path(requested);
+  const bool whole = is_new && build_whole && target_version == kSchemaVersion;
   if (mode == OpenMode::kReadWrite) {
     // A new store's directory is made here (an error shows when opening).
     auto parent = std::filesystem::path(path).parent_path();
     std::error_code ec;
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    if (free_file_path(path)) remove_stale_builds(path);
+    if (is_new) remove_stale_builds(path);
     if (whole) {
       static std::atomic<unsigned> next{0};
       path += std::string(kBuilding) + std::to_string(getpid()) + "-" + std::to_string(next++);

@@ -236,7 +236,7 @@ TEST_CASE("replay --new-store: whole by default, in_place by flag, --set or envi
   CHECK(replay("set", "--set RUNLENS_NEW_STORE=in_place") == whole);
   CHECK(replay("env", "", "RUNLENS_NEW_STORE=in_place") == whole);
   CHECK(replay("over", "--new-store whole", "RUNLENS_NEW_STORE=in_place") == whole);
-  // A second replay into the store adds to it in place.
+  // A second replay into that store, which exists now, writes it in place.
   auto r = shell(kBin + " replay " + kInput + " --quiet --out " + d + "/whole --set RUNLENS_PUBLISH=ipc://" + d +
                  "/again.sock");
   REQUIRE_MESSAGE(r.code == 0, r.output);
