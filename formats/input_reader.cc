@@ -73,267 +73,329 @@ void decode_lines(const Line* lines, size_t n, Record* rows, size_t index_base, 
   }
 }
 
-// A second thread for a JSONL reader's decoding, which starts on a batch's
-// lines as soon as they are split, while the reader's caller is still routing
-// the batch before, and which the caller joins when it comes back for them:
-// the two claim chunks of lines from a shared counter, so neither waits on the
-// other's fixed share. Decoding is most of a JSONL replay's source thread,
-// and a split into halves left a core idle whenever that thread routed
-// (docs/performance.md).
-class AheadDecoder {
+// Bytes read from a file, grown without zeroing what the reads overwrite.
+class ReadBuffer {
  public:
-  AheadDecoder() : thread_([this] { loop(); }) {}
-  ~AheadDecoder() {
-    {
-      std::lock_guard l(mu_);
-      stop_ = true;
-    }
-    wake_.notify_one();
-    thread_.join();
+  char* data() { return d_.get(); }
+  size_t size() const { return size_; }
+  // Room for `cap` bytes; what it holds stays.
+  void reserve(size_t cap) {
+    if (cap <= cap_) return;
+    auto d = std::make_unique_for_overwrite<char[]>(cap);
+    if (size_) std::memcpy(d.get(), d_.get(), size_);
+    d_ = std::move(d);
+    cap_ = cap;
   }
-  // Starts decoding lines[0, n) into rows[0, n) on the thread; both must
-  // stay put until finish().
-  void start(const Line* lines, size_t n, Record* rows) {
-    lines_ = lines;
-    n_ = n;
-    rows_ = rows;
-    next_.store(0, std::memory_order_relaxed);
-    {
-      std::lock_guard l(mu_);
-      posted_ = true;
-    }
-    wake_.notify_one();
+  void set_size(size_t n) { size_ = n; }  // n <= the room reserved
+  // n bytes from p, which is not inside this buffer.
+  void assign(const char* p, size_t n) {
+    reserve(n);
+    if (n) std::memcpy(d_.get(), p, n);
+    size_ = n;
   }
-  // Decodes on the calling thread what the helper has not claimed and waits
-  // for what it has; the failures (indexes into the lines), in line order,
-  // go to `failed`.
-  void finish(std::vector<Failure>* failed) {
-    work(failed);
-    {
-      std::unique_lock l(mu_);
-      if (posted_) {
-        posted_ = false;  // the helper never woke for it: nothing of it is the helper's
-      } else {
-        done_cv_.wait(l, [&] { return !busy_; });
-      }
-    }
-    if (!theirs_.empty()) {
-      failed->insert(failed->end(), std::make_move_iterator(theirs_.begin()), std::make_move_iterator(theirs_.end()));
-      theirs_.clear();
-      std::sort(failed->begin(), failed->end(), [](const Failure& a, const Failure& b) { return a.index < b.index; });
-    }
+  void drop_front(size_t n) {
+    std::memmove(d_.get(), d_.get() + n, size_ - n);
+    size_ -= n;
   }
 
  private:
-  static constexpr size_t kChunk = 64;  // lines a claim: about 20 us of decoding
-
-  void work(std::vector<Failure>* failed) {
-    for (;;) {
-      const size_t i = next_.fetch_add(kChunk, std::memory_order_relaxed);
-      if (i >= n_) return;
-      decode_lines(lines_ + i, std::min(kChunk, n_ - i), rows_ + i, i, failed);
-    }
-  }
-  void loop() {
-    std::unique_lock l(mu_);
-    for (;;) {
-      wake_.wait(l, [&] { return posted_ || stop_; });
-      if (stop_) return;
-      posted_ = false;
-      busy_ = true;
-      l.unlock();
-      work(&theirs_);
-      l.lock();
-      busy_ = false;
-      done_cv_.notify_one();
-    }
-  }
-
-  // The batch: set by start() before it posts under mu_, read by the helper after it takes the post under mu_.
-  const Line* lines_ = nullptr;
-  size_t n_ = 0;
-  Record* rows_ = nullptr;
-  std::atomic<size_t> next_{0};  // the first line not yet claimed
-  std::vector<Failure> theirs_;  // the helper's failures: its own while busy_
-  std::mutex mu_;
-  std::condition_variable wake_, done_cv_;
-  bool posted_ = false, busy_ = false, stop_ = false;
-  std::thread thread_;
+  std::unique_ptr<char[]> d_;
+  size_t size_ = 0, cap_ = 0;
 };
 
-// A JSONL input's bytes: a regular file is read a window at a time into a
-// buffer the reader reuses (mapping it instead cost four times the CPU of
-// the line scan in page faults and TLB misses; docs/performance.md), a pipe
-// is held whole (Bytes).
+// A JSONL input, read and decoded a batch (a Slot) at a time.
+//
+// With a second decoding thread (the filler), that thread reads and splits
+// the batches ahead of the caller, into a ring of kSlots slots, and decodes
+// each; the caller, when it comes for a batch, decodes the lines of it the
+// filler has not claimed yet (the two claim chunks of lines from a shared
+// counter), waits for the filler's last chunk, and hands the rows over. So
+// while the caller routes one batch the filler is on the next two, and the
+// caller's own share of the decoding is what the filler has not got to: a
+// reader one batch ahead left the filler idle while the caller routed, and
+// the caller decoding half of every batch left the executor without rows
+// (docs/performance.md, "The JSONL reader reads two batches ahead").
+// Without one, the caller fills and decodes each batch itself.
+//
+// A regular file is read a window at a time into the slot's buffer (mapping
+// it instead cost four times the CPU of the line scan in page faults and TLB
+// misses; docs/performance.md), a pipe is held whole (Bytes) and its lines
+// are views into it.
 class JsonlReader final : public InputReader {
  public:
   JsonlReader(std::string path, std::unique_ptr<Bytes> bytes, int decode_threads)
       : path_(std::move(path)), bytes_(std::move(bytes)) {
-    d_ = bytes_->data();
-    len_ = total_ = bytes_->size();
+    total_ = bytes_->size();
     eof_ = true;
-    start_helper(decode_threads);
+    threaded_ = wants_filler(decode_threads);
   }
   // Takes `fd`, a regular file of `size` bytes.
   JsonlReader(std::string path, int fd, uint64_t size, int decode_threads)
       : path_(std::move(path)), fd_(fd), total_(size) {
-    start_helper(decode_threads);
+    threaded_ = wants_filler(decode_threads);
   }
   ~JsonlReader() override {
+    if (filler_.joinable()) {
+      {
+        std::lock_guard l(mu_);
+        stop_ = true;
+      }
+      free_cv_.notify_all();
+      filler_.join();
+    }
     if (fd_ >= 0) ::close(fd_);
   }
 
   bool next(std::vector<Record>* rows, std::vector<uint64_t>* positions, size_t max_rows, runtime::DeadLetterSink& dl,
             const std::string& component, std::vector<ProgressSegment>*) override {
-    if (!helper_) {
-      split(max_rows, dl, component);
-      const size_t first = rows->size();
-      // Decoded in place: a Record is large enough that moving it in shows.
-      rows->resize(first + lines_.size());
-      failed_.clear();
-      decode_lines(lines_.data(), lines_.size(), rows->data() + first, 0, &failed_);
-      deliver(rows, first, positions, dl, component);
-      return !(eof_ && pos_ >= len_);
-    }
-    // With the helper, a call hands over the batch the call before split and
-    // started, and splits and starts the next before it returns: the helper
-    // decodes it while the caller routes this one. The first call splits its own.
-    if (!started_) {
-      started_ = true;
-      split_ahead(max_rows, dl, component);
-    }
-    if (lines_.empty()) return false;  // a split finds no lines only at the end
-    failed_.clear();
-    helper_->finish(&failed_);
-    const size_t first = rows->size();
-    if (first == 0) {
-      rows->swap(ahead_);  // the caller's vector, empty, is the next batch's
+    if (finished_) return false;
+    Slot& s = slots_[head_];
+    if (!threaded_) {
+      fill(s, max_rows);
+      s.next.store(0, std::memory_order_relaxed);
+      s.done.store(0, std::memory_order_relaxed);
     } else {
-      rows->insert(rows->end(), std::make_move_iterator(ahead_.begin()), std::make_move_iterator(ahead_.end()));
+      std::unique_lock l(mu_);
+      max_rows_ = max_rows;  // the batches the filler splits from now on
+      if (!filler_.joinable()) filler_ = std::thread([this] { fill_ahead(); });
+      ready_cv_.wait(l, [&] { return s.state == Slot::kSplit; });
     }
-    deliver(rows, first, positions, dl, component);
-    split_ahead(max_rows, dl, component);
-    return !lines_.empty();
+    failed_.clear();
+    work(s, &failed_);
+    if (threaded_) {
+      std::unique_lock l(mu_);
+      ready_cv_.wait(l, [&] { return s.done.load(std::memory_order_acquire) == s.lines.size(); });
+    }
+    if (!s.theirs.empty()) {
+      failed_.insert(failed_.end(), std::make_move_iterator(s.theirs.begin()), std::make_move_iterator(s.theirs.end()));
+      s.theirs.clear();
+      std::sort(failed_.begin(), failed_.end(), [](const Failure& a, const Failure& b) { return a.index < b.index; });
+    }
+    if (!s.read_error.empty()) {
+      // What was read stays; the rest of the file is one dead letter.
+      ++dead_;
+      dead_letter(dl, component, path_ + ":" + std::to_string(s.read_error_line), std::move(s.read_error), {});
+      s.read_error.clear();
+    }
+    deliver(s, rows, positions, dl, component);
+    delivered_ = s.end;
+    finished_ = s.last;
+    if (threaded_) {
+      {
+        std::lock_guard l(mu_);
+        s.state = Slot::kFree;
+      }
+      free_cv_.notify_one();
+    }
+    head_ = (head_ + 1) % kSlots;
+    return !finished_;
   }
   std::string describe_position(uint64_t p) const override { return path_ + ":" + std::to_string(p); }
   const char* format() const override { return "jsonl"; }
-  // Bytes split into lines (with the helper, a batch ahead of those handed over).
+  // Bytes of the lines handed over.
   double progress() const override {
-    return total_ ? std::min(1.0, static_cast<double>(base_ + std::min(pos_, len_)) / static_cast<double>(total_))
-                  : 1.0;
+    return total_ ? std::min(1.0, static_cast<double>(delivered_) / static_cast<double>(total_)) : 1.0;
   }
   uint64_t dead_lettered() const override { return dead_; }
   uint64_t bytes() const override { return total_; }
 
  private:
-  static constexpr size_t kWindow = 4u << 20;  // 8 MiB held 5 MiB more and was no faster
-  // A call's lines end where the window does: 16384 of 260 bytes (the
-  // default batch) are 4.2 MB, so a call takes about a window's worth.
-  static constexpr size_t kRefillBelow = 2u << 20;
+  static constexpr size_t kWindow = 4u << 20;  // bytes read for a batch: 16384 lines of 260 bytes are 4.2 MB
+  static constexpr size_t kSlots = 2;          // the batch handed over last is free again: two ahead
+  static constexpr size_t kChunk = 64;         // lines a claim: about 20 us of decoding
 
-  void start_helper(int decode_threads) {
-    // Worth a thread only for a file of many batches.
-    if (decode_threads > 1 && total_ >= (4u << 20)) helper_ = std::make_unique<AheadDecoder>();
+  struct Slot {
+    enum State { kFree, kSplit };
+    ReadBuffer buf;               // a regular file's bytes of these lines (a pipe's lines view its Bytes)
+    std::vector<Line> lines;      // views into buf or the Bytes
+    std::vector<Record> rows;     // rows[i]: lines[i] decoded (where it decodes)
+    std::vector<Failure> theirs;  // the filler thread's failures, its own until done
+    std::string read_error;       // a read that failed while these lines were read: dead-lettered before them
+    uint64_t read_error_line = 0;
+    uint64_t end = 0;             // the input's offset after these lines
+    bool last = false;            // the input ends with them
+    std::atomic<size_t> next{0};  // the first line not yet claimed
+    std::atomic<size_t> done{0};  // lines decoded
+    State state = kFree;          // with the filler thread: under mu_
+  };
+
+  // Worth a thread only for a file of many batches.
+  bool wants_filler(int decode_threads) const { return decode_threads > 1 && total_ >= (4u << 20); }
+
+  // The filler thread: fills the slots in turn as they come free, then decodes its share of each.
+  void fill_ahead() {
+    for (size_t k = 0;; k = (k + 1) % kSlots) {
+      Slot& s = slots_[k];
+      size_t max_rows;
+      {
+        std::unique_lock l(mu_);
+        free_cv_.wait(l, [&] { return stop_ || s.state == Slot::kFree; });
+        if (stop_) return;
+        max_rows = max_rows_;
+      }
+      fill(s, max_rows);
+      s.next.store(0, std::memory_order_relaxed);
+      s.done.store(0, std::memory_order_relaxed);
+      {
+        std::lock_guard l(mu_);
+        s.state = Slot::kSplit;
+      }
+      ready_cv_.notify_all();
+      work(s, &s.theirs);
+      if (s.last) return;
+    }
   }
 
-  // The next lines (up to max_rows that are not blank) into lines_: views
-  // into the window, valid until the next split. None only at the end.
-  void split(size_t max_rows, runtime::DeadLetterSink& dl, const std::string& component) {
-    // A call's lines are views into the window, so it takes them from the
-    // window as it is; the window moves on between calls, while at least a
-    // call's worth is left in it, or when a line does not fit in what is.
-    if (!eof_ && len_ - pos_ < kRefillBelow) refill(dl, component);
-    lines_.clear();
-    while (lines_.size() < max_rows && !(eof_ && pos_ >= len_)) {
-      const void* nl = std::memchr(d_ + pos_, '\n', len_ - pos_);
-      if (!nl && !eof_) {
-        if (!lines_.empty()) break;  // the rest of the window is the start of a line: the next call's
-        refill(dl, component);
-        continue;
+  // Decodes chunks of s's lines until none is left to claim.
+  void work(Slot& s, std::vector<Failure>* failed) {
+    const size_t n = s.lines.size();
+    for (;;) {
+      const size_t i = s.next.fetch_add(kChunk, std::memory_order_relaxed);
+      if (i >= n) return;
+      const size_t c = std::min(kChunk, n - i);
+      decode_lines(s.lines.data() + i, c, s.rows.data() + i, i, failed);
+      if (s.done.fetch_add(c, std::memory_order_acq_rel) + c == n && threaded_) {
+        std::lock_guard l(mu_);  // the caller checks done under it: no lost wake-up
+        ready_cv_.notify_all();
       }
-      size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - d_) : len_;
-      std::string_view line(d_ + pos_, end - pos_);
-      pos_ = end + 1;
+    }
+  }
+
+  // The next lines (up to max_rows that are not blank) into s, with room for
+  // their rows. A batch ends where the bytes read for it do; a slot without
+  // lines is the input's end.
+  void fill(Slot& s, size_t max_rows) {
+    s.lines.clear();
+    s.last = false;
+    if (bytes_) {
+      split(s, bytes_->data(), bytes_->size(), &pos_, max_rows);
+      s.end = pos_;
+      s.last = pos_ >= bytes_->size();
+    } else {
+      ReadBuffer& b = s.buf;
+      const uint64_t line_base = line_no_ + 1;
+      b.assign(carry_.data(), carry_.size());
+      carry_.clear();
+      // About the batch's bytes, from the lines so far: a small batch does
+      // not read (and carry to the next) a whole window.
+      const size_t want =
+          std::min<uint64_t>(kWindow, max_rows * bytes_per_line_ + bytes_per_line_ / 4 * max_rows + 4096);
+      size_t room = std::max(want, b.size());
+      size_t pos = 0;
+      for (;;) {
+        read(s, room);
+        if (split(s, b.data(), b.size(), &pos, max_rows)) break;
+        // No whole line in what is here: the rest is the start of a line
+        // longer than the buffer (blank lines before it are dropped).
+        b.drop_front(pos);
+        offset_ += pos;
+        pos = 0;
+        if (b.size() == room) room *= 2;
+      }
+      if (!s.lines.empty()) {
+        bytes_per_line_ = std::max<uint64_t>(1, (pos + 1) / (s.lines.back().number - line_base + 1));
+      }
+      carry_.assign(b.data() + pos, b.data() + b.size());
+      offset_ += pos;
+      s.end = offset_;
+      s.last = eof_ && carry_.empty();
+    }
+    s.rows.clear();
+    s.rows.resize(s.lines.size());  // decoded in place: a Record is large enough that moving it in shows
+  }
+  // Splits the lines of d[*pos, size) into s until it holds max_rows or the
+  // bytes end; false where it needs more bytes for a first line.
+  bool split(Slot& s, const char* d, size_t size, size_t* pos, size_t max_rows) {
+    size_t p = *pos;
+    while (s.lines.size() < max_rows && p < size) {
+      const void* nl = std::memchr(d + p, '\n', size - p);
+      if (!nl && !eof_) break;  // the start of a line: the next batch's (or more bytes for it)
+      const size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - d) : size;
+      std::string_view line(d + p, end - p);
+      p = nl ? end + 1 : end;
       ++line_no_;
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
       if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-      lines_.push_back({line, line_no_});
+      s.lines.push_back({line, line_no_});
     }
+    *pos = p;
+    return !s.lines.empty() || (eof_ && p >= size);
   }
-  // The next batch split and started on the helper, into ahead_.
-  void split_ahead(size_t max_rows, runtime::DeadLetterSink& dl, const std::string& component) {
-    split(max_rows, dl, component);
-    ahead_.clear();
-    ahead_.resize(lines_.size());
-    if (!lines_.empty()) helper_->start(lines_.data(), lines_.size(), ahead_.data());
+  // Reads into s.buf until it holds `room` bytes or the file ends.
+  void read(Slot& s, size_t room) {
+    ReadBuffer& b = s.buf;
+    size_t len = b.size();
+    b.reserve(room);
+    while (!eof_ && len < room) {
+      ssize_t got = ::read(fd_, b.data() + len, room - len);
+      if (got > 0) {
+        len += static_cast<size_t>(got);
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0) {
+        s.read_error = std::string("cannot read further: ") + std::strerror(errno);
+        s.read_error_line = line_no_ + 1;
+      }
+      eof_ = true;
+    }
+    b.set_size(len);
   }
-  // rows[first, first + lines_.size()) hold lines_ decoded, failed_ the lines
-  // that did not decode: those leave their slots and are dead-lettered, in
-  // line order; the others' line numbers go to positions.
-  void deliver(std::vector<Record>* rows, size_t first, std::vector<uint64_t>* positions, runtime::DeadLetterSink& dl,
+  // s.rows hold s.lines decoded, failed_ the lines that did not decode: those
+  // leave their slots and are dead-lettered, in line order; the others'
+  // line numbers go to positions.
+  void deliver(Slot& s, std::vector<Record>* rows, std::vector<uint64_t>* positions, runtime::DeadLetterSink& dl,
                const std::string& component) {
-    const size_t count = lines_.size();
+    const size_t first = rows->size();
+    if (first == 0) {
+      rows->swap(s.rows);  // the caller's vector, empty, is the slot's next
+    } else {
+      rows->insert(rows->end(), std::make_move_iterator(s.rows.begin()), std::make_move_iterator(s.rows.end()));
+    }
+    const size_t count = s.lines.size();
     size_t out = first, f = 0;
     for (size_t i = 0; i < count; ++i) {
       if (f < failed_.size() && failed_[f].index == i) {
         ++dead_;
-        dead_letter(dl, component, path_ + ":" + std::to_string(lines_[i].number), std::move(failed_[f].why),
-                    lines_[i].text);
+        dead_letter(dl, component, path_ + ":" + std::to_string(s.lines[i].number), std::move(failed_[f].why),
+                    s.lines[i].text);
         ++f;
         continue;
       }
       if (out != first + i) (*rows)[out] = std::move((*rows)[first + i]);
-      positions->push_back(lines_[i].number);
+      positions->push_back(s.lines[i].number);
       ++out;
     }
     rows->resize(out);
   }
 
-  // Moves what is left of the window to the front of the buffer (growing it
-  // when that is all of it: a line longer than the window) and reads after it.
-  void refill(runtime::DeadLetterSink& dl, const std::string& component) {
-    const size_t keep = len_ - pos_;
-    if (buf_.size() < kWindow) buf_.resize(kWindow);
-    if (keep * 2 > buf_.size()) buf_.resize(std::max(buf_.size() * 2, keep * 2));
-    if (keep && pos_) std::memmove(buf_.data(), buf_.data() + pos_, keep);
-    base_ += pos_;
-    pos_ = 0;
-    len_ = keep;
-    d_ = buf_.data();
-    while (len_ < buf_.size()) {
-      ssize_t got = ::read(fd_, buf_.data() + len_, buf_.size() - len_);
-      if (got > 0) {
-        len_ += static_cast<size_t>(got);
-        continue;
-      }
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0) {
-        // What was read stays; the rest of the file is one dead letter.
-        ++dead_;
-        dead_letter(dl, component, path_ + ":" + std::to_string(line_no_ + 1),
-                    std::string("cannot read further: ") + std::strerror(errno), {});
-      }
-      eof_ = true;
-      break;
-    }
-  }
-
   std::string path_;
   std::unique_ptr<Bytes> bytes_;  // a pipe's bytes, whole
   int fd_ = -1;                   // a regular file, read a window at a time
-  std::vector<char> buf_;
-  const char* d_ = "";
-  size_t len_ = 0, pos_ = 0;  // the window and where in it the next line starts
-  uint64_t base_ = 0;         // the window's offset in the file
   uint64_t total_ = 0;
+  bool threaded_ = false;
+
+  // The filling side (the filler thread's, or the caller's without one).
+  std::vector<char> carry_;  // the start of the next batch's first line, read with the batch before
+  uint64_t offset_ = 0;      // a regular file's offset of carry_
+  size_t pos_ = 0;           // a pipe's: where the next line starts
   bool eof_ = false;
   uint64_t line_no_ = 0;
+  uint64_t bytes_per_line_ = 256;  // of the batch before
+
+  // The caller's side.
+  size_t head_ = 0;  // the slot handed over next
+  bool finished_ = false;
+  uint64_t delivered_ = 0;
   uint64_t dead_ = 0;
-  std::vector<Line> lines_;    // the batch split last
-  std::vector<Record> ahead_;  // with the helper: lines_ decoding into it
-  bool started_ = false;       // with the helper: the first batch split
   std::vector<Failure> failed_;
-  std::unique_ptr<AheadDecoder> helper_;  // last: it stops before what it decodes goes
+
+  Slot slots_[kSlots];
+  std::mutex mu_;
+  std::condition_variable free_cv_, ready_cv_;  // a slot came free; a slot was split or decoded
+  size_t max_rows_ = 0;                         // under mu_
+  bool stop_ = false;                           // under mu_
+  std::thread filler_;
 };
 
 // A recording is recognised by its magic, also when only part of the header survived.

@@ -27,10 +27,11 @@ class InputReader {
  public:
   virtual ~InputReader() = default;
   // Opens `path` ("-" = standard input); nullptr and `error` when it cannot be read at all.
-  // `decode_threads` 2: a JSONL file of 4 MiB or more is decoded on a thread of
-  // the reader's own as well, which starts on a call's lines while the caller
-  // routes the call before (the rows, their order, the dead letters and their
-  // order are the same as with 1).
+  // `decode_threads` 2: a JSONL file of 4 MiB or more is read, split and
+  // decoded on a thread of the reader's own as well, up to two calls ahead of
+  // the caller, which decodes what that thread has not got to of the call it
+  // makes (the rows, their order, the dead letters and their order are the
+  // same as with 1).
   static std::unique_ptr<InputReader> open(const std::string& path, std::string* error, int decode_threads = 1);
   // The decode_threads for a reader whose decoding is the critical path: 2 where there is a second core, else 1.
   static int parallel_decode_threads();

@@ -3,6 +3,7 @@
 // lines, both give the same verdict, the same reason and the same record,
 // field by field (doubles bit for bit, so -0 and NaN count).
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "formats/input_reader.h"
@@ -307,7 +309,8 @@ TEST_CASE("jsonl fast decode: a synthetic run with faults, every line through th
 
 // The JSONL reader, which decodes through the fast pass, against the DOM decoder line by line: the same rows,
 // the same dead-letter positions and reasons, on a synthetic run with damaged, truncated, blank and padded lines.
-// Read on one thread and on two (the second decoding half of each call's lines), in calls of several sizes.
+// Read on one thread and on two (a thread of the reader's reads, splits and decodes the batches ahead), in
+// calls of several sizes, from the file and through a pipe (held whole).
 TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM decoder's, line by line") {
   struct Collect : runtime::DeadLetterSink {
     std::vector<runtime::DeadLetter> letters;
@@ -336,9 +339,9 @@ TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM dec
     }
     lines.push_back(line);
   }
-  // A file is read a window of 8 MiB at a time (formats/input_reader.cc): lines
-  // cross its boundaries, a line of 12 MB is longer than it, and the last line
-  // has no newline.
+  // A file is read up to 4 MiB a batch (formats/input_reader.cc): lines cross
+  // its boundaries, a line of 12 MB is longer than it, and the last line has
+  // no newline.
   lines.insert(lines.begin() + static_cast<std::ptrdiff_t>(lines.size() / 3),
                R"({"type":"event","time_ns":1767225600000000000,"run_id":"synth-run","kind":"note","message":")" +
                    std::string(12'000'000, 'x') + "\"}");
@@ -370,36 +373,66 @@ TEST_CASE("jsonl fast decode: the reader's rows and dead letters are the DOM dec
     int threads;
     size_t batch;
     bool keep;
+    bool pipe;
   };
-  for (auto [threads, batch, keep] : {Case{1, 100, false}, Case{2, 100, false}, Case{2, 1000, false},
-                                      Case{2, 4096, false}, Case{1, 1000, true}, Case{2, 1000, true}}) {
+  const auto fifo = dir / ("jsonl_fast_fifo_" + tag);
+  for (auto [threads, batch, keep, pipe] :
+       {Case{1, 100, false, false}, Case{2, 100, false, false}, Case{2, 1000, false, false},
+        Case{2, 4096, false, false}, Case{2, 16384, false, false}, Case{1, 1000, true, false},
+        Case{2, 1000, true, false}, Case{1, 1000, false, true}, Case{2, 4096, false, true}}) {
     CAPTURE(threads);
     CAPTURE(batch);
     CAPTURE(keep);
+    CAPTURE(pipe);
     std::string error;
-    auto reader = InputReader::open(damaged.string(), &error, threads);
+    std::thread writer;
+    if (pipe) {
+      std::filesystem::remove(fifo);
+      REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+      writer = std::thread([&] {
+        std::ifstream from(damaged, std::ios::binary);
+        std::ofstream to(fifo, std::ios::binary);
+        to << from.rdbuf();
+      });
+    }
+    auto reader = InputReader::open(pipe ? fifo.string() : damaged.string(), &error, threads);
+    if (writer.joinable()) writer.join();
     REQUIRE_MESSAGE(reader, error);
     Collect dl;
     std::vector<std::string> got_rows, got_letters;
     std::vector<Record> rows;
     std::vector<uint64_t> positions;
+    double progress = reader->progress();
+    CHECK(progress == 0.0);
     for (bool more = true; more;) {
       const size_t before = keep ? rows.size() : 0;
       if (!keep) rows.clear(), positions.clear();
       more = reader->next(&rows, &positions, batch, dl, "test", nullptr);
       REQUIRE(rows.size() == positions.size());
       CHECK(rows.size() - before <= batch);
+      CHECK(reader->progress() >= progress);  // the bytes of the lines handed over
+      progress = reader->progress();
       for (size_t k = before; k < rows.size(); ++k) {
         got_rows.push_back(std::to_string(positions[k]) + " " + jsonl::encode_record(rows[k]));
       }
     }
-    for (const auto& d : dl.letters) got_letters.push_back(d.position + " " + d.reason + " | " + d.raw);
+    for (const auto& d : dl.letters) {
+      // A pipe's positions name the pipe.
+      std::string position = d.position;
+      if (pipe && position.rfind(fifo.string() + ":", 0) == 0) {
+        position = damaged.string() + position.substr(fifo.string().size());
+      }
+      got_letters.push_back(position + " " + d.reason + " | " + d.raw);
+    }
     MESSAGE(got_rows.size(), " rows, ", got_letters.size(), " dead letters");
     CHECK(got_rows == want_rows);
     CHECK(got_letters == want_letters);
     CHECK(reader->dead_lettered() == want_letters.size());
+    CHECK(progress == 1.0);
+    CHECK_FALSE(reader->next(&rows, &positions, batch, dl, "test", nullptr));  // and stays at the end
   }
-  // A reader closed while its helper decodes the batch ahead waits for it.
+  std::filesystem::remove(fifo);
+  // A reader closed while its thread reads and decodes ahead waits for it.
   for (int calls = 0; calls < 3; ++calls) {
     std::string error;
     auto reader = InputReader::open(damaged.string(), &error, 2);
