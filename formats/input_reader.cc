@@ -117,7 +117,7 @@ class ReadBuffer {
 // (docs/performance.md, "The JSONL reader reads two batches ahead").
 // Without one, the caller fills and decodes each batch itself.
 //
-// A regular file is read a window at a time into the slot's buffer (mapping
+// A regular file is read up to a window a batch into the slot's buffer (mapping
 // it instead cost four times the CPU of the line scan in page faults and TLB
 // misses; docs/performance.md), a pipe is held whole (Bytes) and its lines
 // are views into it.
@@ -152,8 +152,6 @@ class JsonlReader final : public InputReader {
     Slot& s = slots_[head_];
     if (!threaded_) {
       fill(s, max_rows);
-      s.next.store(0, std::memory_order_relaxed);
-      s.done.store(0, std::memory_order_relaxed);
     } else {
       std::unique_lock l(mu_);
       max_rows_ = max_rows;  // the batches the filler splits from now on
@@ -234,8 +232,6 @@ class JsonlReader final : public InputReader {
         max_rows = max_rows_;
       }
       fill(s, max_rows);
-      s.next.store(0, std::memory_order_relaxed);
-      s.done.store(0, std::memory_order_relaxed);
       {
         std::lock_guard l(mu_);
         s.state = Slot::kSplit;
@@ -302,6 +298,8 @@ class JsonlReader final : public InputReader {
     }
     s.rows.clear();
     s.rows.resize(s.lines.size());  // decoded in place: a Record is large enough that moving it in shows
+    s.next.store(0, std::memory_order_relaxed);
+    s.done.store(0, std::memory_order_relaxed);
   }
   // Splits the lines of d[*pos, size) into s until it holds max_rows or the
   // bytes end; false where it needs more bytes for a first line.
