@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,15 +43,21 @@ constexpr int kTopPad = 64 << 20;
 //     0.4-0.5 ms every time. There a replay on 4 KiB pages took 7-27 % less
 //     time than with its main heap on huge pages (alone, back to back or
 //     after a pause: 3 files, 6-8 runs each), side by side with the peers as
-//     long, and live as much (docs/performance.md, "4 KiB pages by default").
-// So by default no heap is advised onto huge pages (`never`: 4 KiB pages,
-// the bounded cost), and RUNLENS_HUGE_PAGES=heap puts the main heap, where
-// the operators' state is read at random, back on them for a machine of the
-// first kind (bench/first_touch_bench tells which kind a machine is). glibc
-// would put the heaps on huge pages itself only under
-// glibc.malloc.hugetlb=1, which it reads when a process starts (starting the
-// binary again with it cost 10-25 ms a command); runlens advises the heaps
-// instead (docs/cli.md, "Memory allocator settings").
+//     long, and live as much (docs/performance.md, "4 KiB pages by default");
+//   - in a VM whose host fills the guest's page tables on first use too
+//     (the machine of 2026-12-07), a 4 KiB page's first touch cost 7.5-9.5
+//     us every time, a huge page 1.4 ms a MiB cold and 0.06 warm: replays
+//     with every heap on huge pages took 8-17 % less time than on 4 KiB
+//     pages, and 6-10 % less than with the main heap alone on them.
+// So by default (`auto`) a command that moves rows times the first touch of
+// a few 4 KiB pages as it starts (decide(), below) and puts every heap on
+// huge pages where that is dear, else none. RUNLENS_HUGE_PAGES=never, heap
+// or always choose without the probe (bench/first_touch_bench tells which
+// kind a machine is at more length). glibc would put the heaps on huge
+// pages itself only under glibc.malloc.hugetlb=1, which it reads when a
+// process starts (starting the binary again with it cost 10-25 ms a
+// command); runlens advises the heaps instead (docs/cli.md, "Memory
+// allocator settings").
 //
 // A thread arena's heap is a 64 MiB reservation aligned to its size
 // (glibc's HEAP_MAX_SIZE: it finds a chunk's heap by masking the address),
@@ -57,26 +65,82 @@ constexpr int kTopPad = 64 << 20;
 constexpr uintptr_t kThreadHeapBytes = uintptr_t{64} << 20;
 
 // RUNLENS_HUGE_PAGES: which heaps are on transparent huge pages.
-//   never (the default, also when unset or empty): none, every heap advised
-//     against them (the kernel's "always" mode would use them regardless);
+//   auto (the default, also when unset or empty): `always` where this
+//     machine's first touch of a 4 KiB page is dear, else `never` (below);
+//   never: none, every heap advised against them (the kernel's "always"
+//     mode would use them regardless);
 //   heap: the main heap, where the operators' state lives; the threads'
 //     arenas, where a source's batches stream through, on 4 KiB pages;
 //   always: the threads' arenas too.
 // Anything else is reported and taken as the default.
-enum class HugePages { kHeap, kAlways, kNever };
+enum class HugePages { kAuto, kHeap, kAlways, kNever };
 
 bool tuned = false;                        // runlens set the allocator (not the operator's GLIBC_TUNABLES)
 bool advised = false;                      // ...and advises its heaps (the command moves rows)
-HugePages huge_pages = HugePages::kNever;  // ...which way
+HugePages huge_pages = HugePages::kNever;  // ...which way (never kAuto once decided)
+HugePages huge_pages_asked = HugePages::kAuto;
+double first_touch_ns = -1;  // auto's probe: a 4 KiB page's first touch, median (ns); -1 when not probed
 
 HugePages huge_pages_wanted() {
   const char* v = std::getenv("RUNLENS_HUGE_PAGES");
   const std::string_view value = v == nullptr ? "" : v;
-  if (value.empty() || value == "never") return HugePages::kNever;
+  if (value.empty() || value == "auto") return HugePages::kAuto;
+  if (value == "never") return HugePages::kNever;
   if (value == "heap") return HugePages::kHeap;
   if (value == "always") return HugePages::kAlways;
-  std::fprintf(stderr, "runlens: RUNLENS_HUGE_PAGES is never, heap or always, not '%s': using never\n", v);
-  return HugePages::kNever;
+  std::fprintf(stderr, "runlens: RUNLENS_HUGE_PAGES is auto, never, heap or always, not '%s': using auto\n", v);
+  return HugePages::kAuto;
+}
+
+const char* name(HugePages h) {
+  switch (h) {
+    case HugePages::kAuto:
+      return "auto";
+    case HugePages::kHeap:
+      return "heap";
+    case HugePages::kAlways:
+      return "always";
+    case HugePages::kNever:
+      break;
+  }
+  return "never";
+}
+
+// What `auto` measures: the first write to each of 16 fresh 4 KiB pages of
+// a mapping of its own (advised against huge pages), each timed, the
+// median taken (a preempted touch is one outlier). It takes 16 faults:
+// 30-150 us. The mapping is unmapped after.
+double probe_first_touch_ns() {
+  constexpr size_t kPages = 16, kPage = 4096;
+  void* m = mmap(nullptr, kPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return -1;
+  madvise(m, kPages * kPage, MADV_NOHUGEPAGE);
+  auto* bytes = static_cast<volatile char*>(m);
+  std::array<double, kPages> ns{};
+  for (size_t i = 0; i < kPages; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    bytes[i * kPage] = 1;
+    ns[i] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  munmap(m, kPages * kPage);
+  std::nth_element(ns.begin(), ns.begin() + kPages / 2, ns.end());
+  return ns[kPages / 2];
+}
+
+// `auto`: huge pages for every heap where a 4 KiB page's first touch costs
+// more than this. What was measured (docs/performance.md, "Huge pages where
+// a small page is dear"): where it cost 11 us (the VM of 2026-12-02..05)
+// and 7.5-9.5 us (the VM of 2026-12-07, whose host fills the guest's page
+// tables on the first touch too), replays on huge pages were the faster, by
+// 8-17 % on the second; where it cost 1.5 us (the VM of 2026-12-06, whose
+// host takes back free 2 MiB blocks, so a huge page costs 1.7-4.2 ms a MiB
+// cold), 4 KiB pages were faster by 7-27 %. 4 us lies between the kinds.
+constexpr double kHugeAboveNs = 4000;
+
+HugePages decide(HugePages asked) {
+  if (asked != HugePages::kAuto) return asked;
+  first_touch_ns = probe_first_touch_ns();
+  return first_touch_ns > kHugeAboveNs ? HugePages::kAlways : HugePages::kNever;
 }
 
 bool moves_rows(int argc, char** argv) {
@@ -254,7 +318,8 @@ void tune_allocator(int argc, char** argv) {
   tuned = true;
   if (!moves_rows(argc, argv) || thp_never()) return;
   advised = true;
-  huge_pages = huge_pages_wanted();
+  huge_pages_asked = huge_pages_wanted();
+  huge_pages = decide(huge_pages_asked);
   advise_main_heap(huge_pages != HugePages::kNever);
   // Two: the arenas of a command's two busiest threads besides main's.
   advise_thread_arenas(2, huge_pages == HugePages::kAlways);
@@ -272,6 +337,21 @@ void cap_arenas(int executor_threads) {
   const int arenas = std::max(3, executor_threads + 1);
   mallopt(M_ARENA_MAX, arenas);
   if (advised) advise_thread_arenas(arenas - 1, huge_pages == HugePages::kAlways);
+}
+
+std::string allocator_summary() {
+  if (!advised) return "";
+  std::string s = huge_pages == HugePages::kNever  ? "every heap on 4 KiB pages"
+                  : huge_pages == HugePages::kHeap ? "the main heap on huge pages, the threads' arenas on 4 KiB pages"
+                                                   : "every heap on huge pages";
+  s += " (RUNLENS_HUGE_PAGES=";
+  s += name(huge_pages_asked);
+  if (first_touch_ns >= 0) {
+    char probe[96];
+    std::snprintf(probe, sizeof probe, ": a 4 KiB page's first touch took %.1f us here", first_touch_ns / 1000);
+    s += probe;
+  }
+  return s + ")";
 }
 
 }  // namespace runlens::cli

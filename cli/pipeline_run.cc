@@ -18,6 +18,7 @@ namespace {
 
 void print_summary(const RunSummary& s, bool replay) {
   std::fprintf(stderr, "%s", runtime::format_counters(s.counters).c_str());
+  if (std::string pages = allocator_summary(); !pages.empty()) std::fprintf(stderr, "memory: %s\n", pages.c_str());
   double rate = s.seconds > 0 ? static_cast<double>(s.source_rows) / s.seconds : 0;
   std::fprintf(stderr, "%s %llu events in %.3f s (%.0f events/s)", replay ? "replayed" : "processed",
                static_cast<unsigned long long>(s.source_rows), s.seconds, rate);

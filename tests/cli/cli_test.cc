@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -508,7 +509,9 @@ TEST_CASE("a command that moves rows runs where it may start no thread") {
 }
 
 // docs/cli.md, "Memory allocator settings".
-TEST_CASE("replay keeps its heaps off transparent huge pages unless RUNLENS_HUGE_PAGES asks; GLIBC_TUNABLES win") {
+TEST_CASE(
+    "replay puts its heaps on huge pages as RUNLENS_HUGE_PAGES says (auto: where a small page is dear); GLIBC_TUNABLES "
+    "win") {
   std::string dir = scratch_dir("huge-pages");
   const std::string thp = read_file("/sys/kernel/mm/transparent_hugepage/enabled");
   const bool thp_never = thp.find("[never]") != std::string::npos;
@@ -528,13 +531,28 @@ TEST_CASE("replay keeps its heaps off transparent huge pages unless RUNLENS_HUGE
       every_arena(smaps, "nh");
     }
   };
+  // Every heap on huge pages: the main heap and each thread arena's.
+  auto all_huge = [&](const std::string& smaps) {
+    if (!thp_never) {
+      CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
+      every_arena(smaps, "hg");
+    }
+  };
   {
-    WaitingReplay r(dir, "");  // RUNLENS_HUGE_PAGES unset: never
+    // RUNLENS_HUGE_PAGES unset: auto, which measures the first touch of a
+    // 4 KiB page and takes always or never; which one depends on the machine,
+    // but it is one of the two, whole.
+    WaitingReplay r(dir, "");
     // Started once, as itself: not again with GLIBC_TUNABLES (as runlens
     // did before 2026-12-05), which would be in the environment it started with.
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/comm") == "runlens\n");
     CHECK(read_file("/proc/" + std::to_string(r.pid) + "/environ").find("GLIBC_TUNABLES=") == std::string::npos);
-    none_huge(r.mappings());
+    const std::string smaps = r.mappings();
+    if (smaps.find(" hg") == std::string::npos) {
+      none_huge(smaps);
+    } else {
+      all_huge(smaps);
+    }
     CHECK(r.finish() == 0);
   }
   {
@@ -557,11 +575,7 @@ TEST_CASE("replay keeps its heaps off transparent huge pages unless RUNLENS_HUGE
   {
     // always: the thread arenas' heaps too.
     WaitingReplay r(dir, "", {}, "always");
-    const std::string smaps = r.mappings();
-    if (!thp_never) {
-      CHECK_MESSAGE(heap_on_huge_pages(smaps), smaps);
-      every_arena(smaps, "hg");
-    }
+    all_huge(r.mappings());
     CHECK(r.finish() == 0);
   }
   {
@@ -576,11 +590,41 @@ TEST_CASE("replay keeps its heaps off transparent huge pages unless RUNLENS_HUGE
   }
   // A value it does not know is reported and taken as the default.
   REQUIRE(sh("synth --ranks 2 --steps 3 --out " + dir + "/tiny.jsonl").code == 0);
-  auto r = runlens::testing::shell("env -u GLIBC_TUNABLES RUNLENS_HUGE_PAGES=sometimes " + kBin + " replay " + dir +
-                                   "/tiny.jsonl --out " + dir + "/tiny-out --quiet");
+  auto replay = [&](const std::string& env, bool quiet) {
+    return runlens::testing::shell("env -u GLIBC_TUNABLES " + env + " " + kBin + " replay " + dir +
+                                   "/tiny.jsonl --out " + dir + "/tiny-out --no-progress" + (quiet ? " --quiet" : ""));
+  };
+  auto r = replay("RUNLENS_HUGE_PAGES=sometimes", true);
   CHECK_MESSAGE(r.code == 0, r.output);
-  CHECK_MESSAGE(
-      r.output.find("RUNLENS_HUGE_PAGES is never, heap or always, not 'sometimes': using never") != std::string::npos,
-      r.output);
+  CHECK_MESSAGE(r.output.find("RUNLENS_HUGE_PAGES is auto, never, heap or always, not 'sometimes': using auto") !=
+                    std::string::npos,
+                r.output);
+  // The summary says which heaps are on huge pages and why: auto with the
+  // time it measured, the others as asked.
+  if (!thp_never) {
+    for (const char* env : {"-u RUNLENS_HUGE_PAGES", "RUNLENS_HUGE_PAGES=auto"}) {
+      r = replay(env, false);
+      CHECK_MESSAGE(r.code == 0, r.output);
+      static const std::regex kAuto(
+          R"(memory: every heap on (huge|4 KiB) pages \(RUNLENS_HUGE_PAGES=auto: a 4 KiB page's first touch took )"
+          R"([0-9]+\.[0-9] us here\)\n)");
+      CHECK_MESSAGE(std::regex_search(r.output, kAuto), r.output);
+    }
+    r = replay("RUNLENS_HUGE_PAGES=never", false);
+    CHECK_MESSAGE(r.output.find("memory: every heap on 4 KiB pages (RUNLENS_HUGE_PAGES=never)\n") != std::string::npos,
+                  r.output);
+    r = replay("RUNLENS_HUGE_PAGES=heap", false);
+    CHECK_MESSAGE(r.output.find("memory: the main heap on huge pages, the threads' arenas on 4 KiB pages "
+                                "(RUNLENS_HUGE_PAGES=heap)\n") != std::string::npos,
+                  r.output);
+    r = replay("RUNLENS_HUGE_PAGES=always", false);
+    CHECK_MESSAGE(r.output.find("memory: every heap on huge pages (RUNLENS_HUGE_PAGES=always)\n") != std::string::npos,
+                  r.output);
+  }
+  // Nothing advised, nothing said: the operator's GLIBC_TUNABLES decide.
+  r = runlens::testing::shell("GLIBC_TUNABLES=glibc.malloc.hugetlb=0 " + kBin + " replay " + dir +
+                              "/tiny.jsonl --out " + dir + "/tiny-out --no-progress");
+  CHECK_MESSAGE(r.code == 0, r.output);
+  CHECK_MESSAGE(r.output.find("memory: ") == std::string::npos, r.output);
   std::filesystem::remove_all(dir);
 }
