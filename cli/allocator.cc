@@ -47,8 +47,8 @@ constexpr int kTopPad = 64 << 20;
 //   - in a VM whose host fills the guest's page tables on first use too
 //     (the machine of 2026-12-07), a 4 KiB page's first touch cost 7.5-9.5
 //     us every time, a huge page 1.4 ms a MiB cold and 0.06 warm: replays
-//     with every heap on huge pages took 8-17 % less time than on 4 KiB
-//     pages, and 6-10 % less than with the main heap alone on them.
+//     with every heap on huge pages took 15-17 % less time than on 4 KiB
+//     pages, and 6-12 % less than with the main heap alone on them.
 // So by default (`auto`) a command that moves rows times the first touch of
 // a few 4 KiB pages as it starts (decide(), below) and puts every heap on
 // huge pages where that is dear, else none. RUNLENS_HUGE_PAGES=never, heap
@@ -132,7 +132,7 @@ double probe_first_touch_ns() {
 // a small page is dear"): where it cost 11 us (the VM of 2026-12-02..05)
 // and 7.5-9.5 us (the VM of 2026-12-07, whose host fills the guest's page
 // tables on the first touch too), replays on huge pages were the faster, by
-// 8-17 % on the second; where it cost 1.5 us (the VM of 2026-12-06, whose
+// 15-17 % on the second; where it cost 1.5 us (the VM of 2026-12-06, whose
 // host takes back free 2 MiB blocks, so a huge page costs 1.7-4.2 ms a MiB
 // cold), 4 KiB pages were faster by 7-27 %. 4 us lies between the kinds.
 constexpr double kHugeAboveNs = 4000;
