@@ -109,7 +109,7 @@ const char* name(HugePages h) {
 // What `auto` measures: the first write to each of 16 fresh 4 KiB pages of
 // a mapping of its own (advised against huge pages), each timed, the
 // median taken (a preempted touch is one outlier). It takes 16 faults:
-// 30-150 us. The mapping is unmapped after.
+// 25-150 us. The mapping is unmapped after.
 double probe_first_touch_ns() {
   constexpr size_t kPages = 16, kPage = 4096;
   void* m = mmap(nullptr, kPages * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
