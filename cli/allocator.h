@@ -12,8 +12,8 @@ namespace runlens::cli {
 // that move rows also advise the main heap and two thread arenas' heaps as
 // RUNLENS_HUGE_PAGES says (by default `auto`: every heap on huge pages
 // where this machine's first touch of a 4 KiB page is dear, else every heap
-// on 4 KiB pages, advised against huge pages). An operator's own GLIBC_TUNABLES win: then nothing
-// is set, here or in cap_arenas.
+// on 4 KiB pages, advised against huge pages). An operator's own
+// GLIBC_TUNABLES win: then nothing is set, here or in cap_arenas.
 void tune_allocator(int argc, char** argv);
 
 // Caps malloc's arenas at executor_threads + 1, and at least 3, when
