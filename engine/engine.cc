@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
 
 #include "connectors/builtin.h"
 #include "connectors/metrics/metrics_hub.h"
@@ -92,8 +93,12 @@ struct Engine::Impl {
   runtime::PipelineSpec spec;
   EngineOptions options;
   std::unique_ptr<DeadLetterFile> dead_letters;
-  std::unique_ptr<runtime::Executor<Record>> executor;
-  std::atomic<bool> stop_requested{false};
+  // stop() may come from another thread at any time, also while run() sets
+  // the executor up: `mu` orders the two, so that a stop() before the
+  // executor exists is seen by run() and one after reaches the executor.
+  std::mutex mu;
+  std::unique_ptr<runtime::Executor<Record>> executor;  // set by run() under mu
+  bool stop_requested = false;                          // under mu
 };
 
 Engine::Engine(runtime::PipelineSpec spec, EngineOptions options) : impl_(std::make_unique<Impl>()) {
@@ -104,7 +109,8 @@ Engine::Engine(runtime::PipelineSpec spec, EngineOptions options) : impl_(std::m
 Engine::~Engine() = default;
 
 void Engine::stop() {
-  impl_->stop_requested.store(true);
+  std::lock_guard lock(impl_->mu);
+  impl_->stop_requested = true;
   if (impl_->executor) impl_->executor->stop();
 }
 
@@ -162,8 +168,11 @@ RunSummary Engine::run() {
     if (opt.metrics) connectors::attach_metrics_hub(*def, opt.metrics);
     ex->add_operator(c.id, c.type, c.info->accepts, c.info->emits, inputs, c.parallelism, std::move(def));
   }
-  impl_->executor = std::move(ex);
-  if (impl_->stop_requested.load()) impl_->executor->stop();
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->executor = std::move(ex);
+    if (impl_->stop_requested) impl_->executor->stop();
+  }
 
   // A scrape reads the counters (atomics) while the graph runs; after run()
   // the hub keeps their last values.

@@ -2,7 +2,6 @@
 // the embedded default pipeline, and runs a pipeline live or as a replay.
 #pragma once
 
-#include <atomic>
 #include <map>
 #include <memory>
 #include <string>

@@ -222,7 +222,8 @@ TEST_CASE("store flags: run --store URL --api-port serves the store the pipeline
   REQUIRE(runs);
   CHECK(runs->body == "{\"runs\":[],\"count\":0}");
   kill(run, SIGINT);
-  CHECK(wait_exit(run) == 0);
+  int code = wait_exit(run);
+  CHECK_MESSAGE(code == 0, read_file(d + "/run.log"));
   CHECK_FALSE(std::filesystem::exists(d + "/out/runlens.db"));
   std::filesystem::remove_all(d);
 }
