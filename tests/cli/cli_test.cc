@@ -391,54 +391,64 @@ bool parse_mapping(const std::string& line, Mapping* m) {
   return true;
 }
 
-// The heaps of glibc malloc's thread arenas in smaps (anonymous, read-write,
-// at a multiple of 64 MiB; see arena_heaps below): how many there are, and
-// how many of them have `flag` in their VmFlags ("hg", "nh").
-std::pair<int, int> thread_heaps_flagged(const std::string& smaps, std::string_view flag) {
-  std::istringstream lines(smaps);
+// The mappings of /proc/PID/maps or smaps, in order, each with its VmFlags
+// line (smaps) or none (maps).
+struct MappingFlags {
+  Mapping m;
+  std::string vm_flags;
+};
+std::vector<MappingFlags> mappings_of(const std::string& text) {
+  std::istringstream lines(text);
   std::string line;
-  int heaps = 0, advised = 0;
-  bool in_heap = false;
+  std::vector<MappingFlags> out;
   while (std::getline(lines, line)) {
     Mapping m;
     if (parse_mapping(line, &m)) {
-      in_heap = m.anonymous && m.perms == "rw-p" && m.begin % kHeapMax == 0;
-      heaps += in_heap ? 1 : 0;
-    } else if (in_heap && line.rfind("VmFlags:", 0) == 0) {
-      advised += line.find(" " + std::string(flag)) != std::string::npos ? 1 : 0;
-      in_heap = false;
+      out.push_back({m, ""});
+    } else if (!out.empty() && line.rfind("VmFlags:", 0) == 0) {
+      out.back().vm_flags = line;
     }
+  }
+  return out;
+}
+
+// How many heaps of glibc malloc's thread arenas begin at mappings[i]: each
+// is an anonymous mapping at a multiple of 64 MiB (HEAP_MAX_SIZE),
+// read-write up to what the arena uses and reserved (---p) right after to
+// the next multiple. Whole heaps next to each other are one mapping; a
+// partial one ends it. Another anonymous mapping that happens to begin at a
+// multiple of 64 MiB has no such reservation, and is none. (An arena past
+// 64 MiB has a second heap; the test's arenas stay far below.)
+int heaps_at(const std::vector<MappingFlags>& mappings, size_t i) {
+  const Mapping& m = mappings[i].m;
+  if (!m.anonymous || m.perms != "rw-p" || m.begin % kHeapMax != 0) return 0;
+  const uint64_t whole = (m.end - m.begin) / kHeapMax;
+  if ((m.end - m.begin) % kHeapMax == 0) return static_cast<int>(whole);
+  if (i + 1 == mappings.size()) return 0;
+  const Mapping& rest = mappings[i + 1].m;
+  const bool reserved =
+      rest.anonymous && rest.perms == "---p" && rest.begin == m.end && rest.end == m.begin + (whole + 1) * kHeapMax;
+  return reserved ? static_cast<int>(whole) + 1 : 0;
+}
+
+// The thread arenas' heaps in smaps (heaps_at): how many there are, and how
+// many of them have `flag` in their VmFlags ("hg", "nh").
+std::pair<int, int> thread_heaps_flagged(const std::string& smaps, std::string_view flag) {
+  const auto mappings = mappings_of(smaps);
+  int heaps = 0, advised = 0;
+  for (size_t i = 0; i < mappings.size(); ++i) {
+    const int n = heaps_at(mappings, i);
+    heaps += n;
+    if (n > 0 && mappings[i].vm_flags.find(" " + std::string(flag)) != std::string::npos) advised += n;
   }
   return {heaps, advised};
 }
 
-// The heaps of glibc malloc's thread arenas in /proc/PID/maps: each is an
-// anonymous mapping at a multiple of 64 MiB (HEAP_MAX_SIZE), read-write up to
-// what the arena uses and reserved (---p) to the next multiple. (An arena
-// past 64 MiB has a second heap; the test's arenas stay far below.)
+// The thread arenas' heaps in /proc/PID/maps (heaps_at).
 int arena_heaps(pid_t pid) {
-  std::istringstream maps(read_file("/proc/" + std::to_string(pid) + "/maps"));
-  std::string line;
+  const auto mappings = mappings_of(read_file("/proc/" + std::to_string(pid) + "/maps"));
   int heaps = 0;
-  uint64_t reserved_to = 0;  // the end a heap's ---p rest must reach
-  while (std::getline(maps, line)) {
-    Mapping m;
-    if (!parse_mapping(line, &m) || !m.anonymous) {
-      reserved_to = 0;
-      continue;  // a file or a named mapping ([heap], [stack])
-    }
-    if (m.perms == "rw-p" && m.begin % kHeapMax == 0) {
-      // Whole heaps next to each other are one mapping; a partial one ends it.
-      const uint64_t whole = (m.end - m.begin) / kHeapMax;
-      heaps += static_cast<int>(whole);
-      reserved_to = (m.end - m.begin) % kHeapMax == 0 ? 0 : m.begin + (whole + 1) * kHeapMax;
-    } else if (m.perms == "---p" && reserved_to != 0 && m.end == reserved_to) {
-      ++heaps;
-      reserved_to = 0;
-    } else {
-      reserved_to = 0;
-    }
-  }
+  for (size_t i = 0; i < mappings.size(); ++i) heaps += heaps_at(mappings, i);
   return heaps;
 }
 
@@ -447,6 +457,33 @@ int arena_heaps(pid_t pid) {
 // docs/cli.md, "Memory allocator settings": malloc's arenas are capped at
 // the executor's threads plus one, at least three (two heaps besides the
 // main one, which is [heap]), unless GLIBC_TUNABLES is the operator's.
+// The tests below read glibc's thread heaps out of smaps. A mapping of
+// someone else's that begins at a multiple of 64 MiB by chance is not one (a
+// 704 KiB one unadvised failed the huge-pages case once, 2026-12-07).
+TEST_CASE("thread heaps in smaps: a heap has its reservation; a mapping that only begins at 64 MiB is none") {
+  const std::string smaps =
+      "7f7f4c000000-7f7f50000000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me nr nh \n"
+      "7f7f54000000-7f7f54200000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me nr hg \n"
+      "7f7f54200000-7f7f58000000 ---p 00000000 00:00 0 \n"
+      "VmFlags: mr mw me nr hg \n"
+      "7f7f5c000000-7f7f5c0b0000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me ac \n"
+      "7f7f60000000-7f7f60021000 rw-p 00000000 00:00 0 \n"
+      "VmFlags: rd wr mr mw me nr \n"
+      "7f7f60021000-7f7f63000000 ---p 00000000 00:00 0 \n"
+      "VmFlags: mr mw me nr \n"
+      "7f7f64000000-7f7f64200000 rw-p 00000000 fe:00 4242 /tmp/a.db\n"
+      "VmFlags: rd wr mr mw me \n";
+  // The whole heap and the heap with its reservation; not the 704 KiB
+  // mapping, nor the one whose ---p rest stops short, nor the file.
+  CHECK(thread_heaps_flagged(smaps, "nh") == std::pair{2, 1});
+  CHECK(thread_heaps_flagged(smaps, "hg") == std::pair{2, 1});
+  CHECK(thread_heaps_flagged(smaps, "nr") == std::pair{2, 2});
+  CHECK(thread_heaps_flagged("", "nh") == std::pair{0, 0});
+}
+
 TEST_CASE("replay caps malloc's arenas, unless GLIBC_TUNABLES says otherwise") {
   std::string dir = scratch_dir("arenas");
   const std::string input = dir + "/in.jsonl";
