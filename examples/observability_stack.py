@@ -141,11 +141,13 @@ class Stack:
         return p
 
     def stop(self):
+        """Stops the processes in the reverse of their start, each ended before the next is signalled:
+        runlens delivers what its Alertmanager sink holds at its exit, so Alertmanager must still be up
+        then (signalled at once, it was sometimes gone: "1 alerts not delivered")."""
+        deadline = time.monotonic() + 15
         for name, p in reversed(self.procs):
             if p.poll() is None:
                 p.send_signal(signal.SIGINT if name == "runlens" else signal.SIGTERM)
-        deadline = time.monotonic() + 15
-        for name, p in reversed(self.procs):
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
