@@ -70,7 +70,8 @@ class Engine {
   // Runs to the end of input (replay) or until stop() (live). Throws
   // runtime::ConfigError for set-up problems, InternalError for bugs.
   RunSummary run();
-  // Thread-safe; safe to call from a watcher of a signal flag.
+  // Thread-safe, at any time: from a watcher of a signal flag, also before
+  // or while run() builds the graph (run() then returns at once), and after.
   void stop();
 
  private:
