@@ -71,7 +71,8 @@ class Engine {
   // runtime::ConfigError for set-up problems, InternalError for bugs.
   RunSummary run();
   // Thread-safe, at any time: from a watcher of a signal flag, also before
-  // or while run() builds the graph (run() then returns at once), and after.
+  // or while run() builds the graph (run() then ends without waiting for
+  // input), and after.
   void stop();
 
  private:

@@ -31,9 +31,11 @@ Engine live_engine(const std::string& dir) {
 }  // namespace
 
 TEST_CASE("engine: stop() from another thread ends a live run, whenever it comes") {
-  // The stopper starts first and calls stop() until run() has returned, so
-  // its calls overlap run()'s set-up; then one stop() a while after run()
-  // began (the graph is running by then).
+  // The stopper starts before run() and calls stop() until run() has
+  // returned: with no pause (-1) and every millisecond (0), so that its
+  // calls overlap run()'s set-up; then only from 200 ms on, when the graph
+  // is running. A stop() that is lost leaves run() waiting for input, and
+  // ctest's time-out fails the test.
   for (int delay_ms : {-1, 0, 200}) {
     CAPTURE(delay_ms);
     std::string dir = testing::fresh_dir("engine-stop");
