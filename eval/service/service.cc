@@ -719,11 +719,15 @@ void EvalService::finish(Open& o) {
     run.status = EvalStatus::kFailed;
     rec = o.record();
   }
-  store_->evals->write_evaluation(rec);
+  // The end status last: a client that polls for it reads the final
+  // metrics and finds the cache entry (written after it, a reader could see
+  // COMPLETED with three shards' accuracy of four, and no cache hit). A
+  // cache entry is taken only for an evaluation COMPLETED or CACHED.
   store_->evals->set_metrics(id, to_values(o.agg.metrics()));
   if (run.status == EvalStatus::kCompleted || run.status == EvalStatus::kCached) {
     store_->evals->put_cache(store::CacheEntry{run.cache_key, id, std::nullopt});
   }
+  store_->evals->write_evaluation(rec);
   open_.erase(id);  // `o` is gone from here on
   auto_gate(id);
 }
