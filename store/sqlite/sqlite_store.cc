@@ -32,6 +32,7 @@
 #include "schema/bytes.h"
 #include "schema/symbol_index.h"
 #include "sqlite_fresh_schema.h"
+#include "store/sqlite/background_sync.h"
 #include "store/sqlite/fresh_image.h"
 #include "store/sqlite/gpu_blocks.h"
 #include "store/sqlite/sqlite_schema.h"
@@ -131,6 +132,22 @@ class Db {
   // place() then removes the store instead.
   void mark_failed() { failed_ = true; }
 
+  // A store built whole is made durable by one sync, when it is put in
+  // place, and that sync is on the run's clock: 30 MB of a 500-step replay's
+  // store took 30-50 ms to sync after the last row, and 20-35 ms even when
+  // its pages had been written back already (docs/performance.md, "A store
+  // built whole, synced on the way"): the file system's journal commit and
+  // the disk's cache flush wait for all that was written since the last
+  // sync. So while it is built a thread of its own syncs it after each
+  // commit (one sync at a time; commits during one are covered by the
+  // next), and place()'s sync waits for the last commits only. Those syncs
+  // promise nothing: the store is not at its path until place() synced it.
+  void after_commit() {
+    if (!building()) return;
+    if (!syncer_) syncer_ = std::make_unique<sqlite::BackgroundSync>(path_);
+    syncer_->request();
+  }
+
   // A store built whole, put in place: back in WAL mode as every store is,
   // closed, synced, then linked to its path, which must still be free (link(),
   // unlike rename(), fails where a file appeared meanwhile). Then the name
@@ -176,6 +193,7 @@ class Db {
 
  private:
   void close() {
+    syncer_.reset();        // waits for a sync in flight
     checkpointer_.reset();  // before the close, which checkpoints what is left
     for (auto& [sql, list] : cache_) {
       for (auto& [st, busy] : list) sqlite3_finalize(st);
@@ -194,8 +212,9 @@ class Db {
   }
 
   std::string path_;
-  std::string place_at_;  // while building a new store whole: where it goes
-  bool failed_ = false;   // mark_failed()
+  std::string place_at_;                            // while building a new store whole: where it goes
+  bool failed_ = false;                             // mark_failed()
+  std::unique_ptr<sqlite::BackgroundSync> syncer_;  // after_commit()'s, while building
   sqlite3* db_ = nullptr;
   std::unique_ptr<sqlite::WalCheckpointer> checkpointer_;
   // By the address of the SQL text (a literal or a static string): (statement, in use).
@@ -297,6 +316,7 @@ class Transaction {
   void commit() {
     db_.exec("COMMIT");
     done_ = true;
+    db_.after_commit();
   }
 
  private:
