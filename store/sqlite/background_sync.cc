@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <condition_variable>
 #include <mutex>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 namespace runlens::store::sqlite {
 
@@ -17,6 +19,7 @@ struct BackgroundSync::State {
   bool wanted = false;  // asked for since the thread last began a sync
   bool stop = false;
   int begun = 0;  // syncs begun, under mu
+  int error = 0;  // the first failed sync's errno, under mu
   std::thread thread;
 
   void run() {
@@ -27,8 +30,9 @@ struct BackgroundSync::State {
       wanted = false;
       ++begun;
       l.unlock();
-      ::fdatasync(fd);
+      const int e = ::fdatasync(fd) == 0 ? 0 : errno;
       l.lock();
+      if (error == 0) error = e;
     }
   }
 };
@@ -37,19 +41,23 @@ BackgroundSync::BackgroundSync(const std::string& path) : s_(std::make_unique<St
   s_->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
 }
 
-BackgroundSync::~BackgroundSync() {
+BackgroundSync::~BackgroundSync() { stop(); }
+
+int BackgroundSync::stop() {
   {
     std::lock_guard l(s_->mu);
     s_->stop = true;
   }
   s_->wake.notify_one();
   if (s_->thread.joinable()) s_->thread.join();
-  if (s_->fd >= 0) ::close(s_->fd);
+  std::lock_guard l(s_->mu);
+  if (s_->fd >= 0) ::close(std::exchange(s_->fd, -1));
+  return s_->error;
 }
 
 void BackgroundSync::request() {
-  if (s_->fd < 0) return;
   std::lock_guard l(s_->mu);
+  if (s_->fd < 0 || s_->stop) return;
   if (!s_->thread.joinable()) {
     try {
       s_->thread = std::thread([s = s_.get()] { s->run(); });

@@ -2,10 +2,12 @@
 // that whoever writes the file does not wait for the disk, and a last sync
 // waits only for what was written after the last one here.
 //
-// Asks that come while a sync runs are covered by one more sync after it. The
-// destructor waits for a sync in flight and starts none: the owner makes
-// the file durable itself (a failed sync here is ignored; the owner's own
-// sync reports the error, as the kernel keeps it for the next one).
+// Asks that come while a sync runs are covered by one more sync after it.
+// stop() (and the destructor) waits for a sync in flight and starts none: the
+// owner makes the file durable itself, and takes stop()'s error as its own
+// sync's. The kernel reports a failed write-back once to each open file that
+// has not seen it, so a failure a sync here saw would not reach a sync
+// through a file the owner opens later.
 //
 // Threading: request() from any thread; the constructor and the destructor
 // are the owner's.
@@ -28,6 +30,9 @@ class BackgroundSync {
   // Asks for a sync of everything written so far; returns at once. The
   // thread starts at the first ask.
   void request();
+  // Waits for a sync in flight and ends the thread; asks after it do
+  // nothing. Returns the errno of the first sync that failed, 0 if none.
+  int stop();
   // Syncs begun so far (for tests): each began after every ask before it.
   int syncs() const;
 

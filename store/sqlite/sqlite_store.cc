@@ -168,6 +168,9 @@ class Db {
       throw StoreError("cannot put the new store " + path_ + " in place at " + to + ": " + why +
                        "; the store is left at " + path_);
     };
+    // A write-back the syncs on the way saw fail is not reported again to
+    // the sync below (background_sync.h): theirs counts as its.
+    const int synced_on_the_way = syncer_ ? syncer_->stop() : 0;
     char* err = nullptr;
     if (sqlite3_exec(db_, "PRAGMA journal_mode = WAL", nullptr, nullptr, &err) != SQLITE_OK) {
       std::string why = err ? err : sqlite3_errmsg(db_);
@@ -177,8 +180,8 @@ class Db {
     }
     close();
     const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 || ::fdatasync(fd) != 0) {
-      const int e = errno;
+    if (fd < 0 || ::fdatasync(fd) != 0 || synced_on_the_way != 0) {
+      const int e = synced_on_the_way != 0 ? synced_on_the_way : errno;
       if (fd >= 0) ::close(fd);
       fail_place(std::strerror(e));
     }
@@ -193,7 +196,7 @@ class Db {
 
  private:
   void close() {
-    syncer_.reset();        // waits for a sync in flight
+    syncer_.reset();        // waits for a sync in flight (place() took its error)
     checkpointer_.reset();  // before the close, which checkpoints what is left
     for (auto& [sql, list] : cache_) {
       for (auto& [st, busy] : list) sqlite3_finalize(st);

@@ -1,13 +1,14 @@
 // A store built whole is synced on a thread of its own while it is built
 // (store/sqlite/background_sync.h): each ask is followed by a sync that began
 // after it, asks made while a sync runs are folded into one more, a file that
-// cannot be opened makes asks do nothing, and the destructor waits for the
-// sync in flight.
+// cannot be opened makes asks do nothing, stop() hands on a failed sync's
+// error, and the destructor waits for the sync in flight.
 #include "store/sqlite/background_sync.h"
 
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -95,6 +96,26 @@ TEST_CASE("background sync: a file that cannot be opened makes asks do nothing")
   for (int i = 0; i < 10; ++i) s.request();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(s.syncs() == 0);
+}
+
+TEST_CASE("background sync: stop() returns the first failed sync's error, and asks after it do nothing") {
+  TempFile f;
+  BackgroundSync ok(f.path.string());
+  ok.request();
+  REQUIRE(wait_past(ok, 0) == 1);
+  CHECK(ok.stop() == 0);
+  const int before = ok.syncs();
+  ok.request();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(ok.syncs() == before);
+  CHECK(ok.stop() == 0);  // again: the same answer
+
+  // A device with no sync of its own: fdatasync fails (EINVAL), as a failed
+  // write-back would, and stop() hands that on.
+  BackgroundSync failing("/dev/null");
+  failing.request();
+  REQUIRE(wait_past(failing, 0) == 1);
+  CHECK(failing.stop() == EINVAL);
 }
 
 TEST_CASE("background sync: destroyed right after asks, it waits for the sync in flight and starts none") {
