@@ -9,8 +9,8 @@
 // has not seen it, so a failure a sync here saw would not reach a sync
 // through a file the owner opens later.
 //
-// Threading: request() from any thread; the constructor and the destructor
-// are the owner's.
+// Threading: request() and syncs() from any thread; the constructor, stop()
+// and the destructor are the owner's.
 #pragma once
 
 #include <memory>

@@ -6,32 +6,32 @@
 #include "store/sqlite/background_sync.h"
 
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "tests/scratch_dirs.h"
 
 namespace runlens::store::sqlite {
 namespace {
 
 namespace fs = std::filesystem;
 
+// A 1 MiB file in a scratch directory (tests/scratch_dirs.h), removed when the program exits.
 struct TempFile {
   fs::path path;
   TempFile() {
-    std::random_device rd;
-    path = fs::temp_directory_path() / ("runlens-bgsync-" + std::to_string(rd()));
+    static std::atomic<int> counter{0};
+    const std::string dir = "runlens-bgsync-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+    path = fs::path(runlens::testing::make_scratch_dir(fs::temp_directory_path() / dir)) / "file";
     append(1 << 20);
-  }
-  ~TempFile() {
-    std::error_code ec;
-    fs::remove(path, ec);
   }
   void append(size_t bytes) const {
     std::ofstream out(path, std::ios::binary | std::ios::app);
