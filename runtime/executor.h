@@ -729,8 +729,11 @@ class Executor {
       std::copy(of_kind, of_kind + 32, next);
       for (size_t i = 0; i < n; ++i) by_kind[next[meta[i].kind]++] = static_cast<uint32_t>(i);
     }
-    auto batch = std::make_shared<Batch>(std::move(rows));
-    rows = {};
+    // A source's batch lends its storage back once every consumer lets go of
+    // it, and the source reads its next batch into storage let go before.
+    const bool from_source = producer_is_source_[static_cast<size_t>(producer)];
+    auto batch = from_source ? spare_batches_->share(std::move(rows)) : std::make_shared<Batch>(std::move(rows));
+    rows = from_source ? spare_batches_->take() : Batch();
     for (size_t i = 0; i < n; ++i) meta[i].row = &(*batch)[order ? (*order)[i] : i];
     // Each row's slot (partition x lane) of the consumer at hand, found in a
     // first pass so that every slot's references are allocated once, at their size.
@@ -1294,6 +1297,53 @@ class Executor {
   // Declared before nodes_, so destroyed after them: a flow-graph node's
   // destructor unregisters it from its graph (TSan found the reverse order).
   std::unique_ptr<tbb::flow::graph> graph_;
+  // The storage of sources' batches, kept for the sources' next batches
+  // (issue 13). A replay's source reads 16384 rows (3.4 MB) a batch and the
+  // executor's thread lets each go: allocated on one thread and freed on
+  // another, every batch took glibc's lock of the source's arena from the
+  // other side and came back as fresh pages, and the replay of g.rlrec took
+  // 8-12 % longer than with its storage reused (docs/performance.md, "A
+  // source's batches reuse their storage"). At most kKept are kept, the
+  // largest: what a batch lets go of while one is kept costs no more than
+  // before. Shared with the batches' deleters, so that a batch let go of
+  // after the executor's members (on whichever thread) still finds it.
+  struct SpareBatches : std::enable_shared_from_this<SpareBatches> {
+    static constexpr size_t kKept = 2;
+    std::mutex mu;
+    std::vector<Batch> kept;  // emptied, with their room
+
+    // `rows` as a shared batch whose storage comes back here when the last
+    // reference goes (on whichever thread lets it go).
+    BatchRef share(Batch&& rows) {
+      return BatchRef(new Batch(std::move(rows)), [self = this->shared_from_this()](const Batch* b) {
+        std::unique_ptr<Batch> own(const_cast<Batch*>(b));
+        own->clear();  // the rows are destroyed here, as before; the room stays
+        self->keep(std::move(*own));
+      });
+    }
+    void keep(Batch&& b) {
+      if (b.capacity() == 0) return;
+      std::lock_guard l(mu);
+      if (kept.size() < kKept) {
+        kept.push_back(std::move(b));
+      } else {
+        auto smallest = std::min_element(kept.begin(), kept.end(),
+                                         [](const Batch& x, const Batch& y) { return x.capacity() < y.capacity(); });
+        if (smallest->capacity() < b.capacity()) std::swap(*smallest, b);  // the smaller goes with the batch
+      }
+    }
+    // Empty storage with the most room kept, or none.
+    Batch take() {
+      std::lock_guard l(mu);
+      if (kept.empty()) return {};
+      auto largest = std::max_element(kept.begin(), kept.end(),
+                                      [](const Batch& x, const Batch& y) { return x.capacity() < y.capacity(); });
+      Batch b = std::move(*largest);
+      kept.erase(largest);
+      return b;
+    }
+  };
+  std::shared_ptr<SpareBatches> spare_batches_ = std::make_shared<SpareBatches>();
   std::vector<std::unique_ptr<Node>> nodes_;
   int producers_ = 0;
   std::vector<bool> producer_is_source_;  // by global producer id
