@@ -1321,14 +1321,14 @@ class Executor {
         self->keep(std::move(*own));
       });
     }
+    static bool less_room(const Batch& x, const Batch& y) { return x.capacity() < y.capacity(); }
     void keep(Batch&& b) {
       if (b.capacity() == 0) return;
       std::lock_guard l(mu);
       if (kept.size() < kKept) {
         kept.push_back(std::move(b));
       } else {
-        auto smallest = std::min_element(kept.begin(), kept.end(),
-                                         [](const Batch& x, const Batch& y) { return x.capacity() < y.capacity(); });
+        auto smallest = std::min_element(kept.begin(), kept.end(), less_room);
         if (smallest->capacity() < b.capacity()) std::swap(*smallest, b);  // the smaller goes with the batch
       }
     }
@@ -1336,8 +1336,7 @@ class Executor {
     Batch take() {
       std::lock_guard l(mu);
       if (kept.empty()) return {};
-      auto largest = std::max_element(kept.begin(), kept.end(),
-                                      [](const Batch& x, const Batch& y) { return x.capacity() < y.capacity(); });
+      auto largest = std::max_element(kept.begin(), kept.end(), less_room);
       Batch b = std::move(*largest);
       kept.erase(largest);
       return b;
