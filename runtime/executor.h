@@ -1302,7 +1302,7 @@ class Executor {
   // executor's thread lets each go: allocated on one thread and freed on
   // another, every batch took glibc's lock of the source's arena from the
   // other side and came back as fresh pages, and the replay of g.rlrec took
-  // 8-12 % longer than with its storage reused (docs/performance.md, "A
+  // 8-13 % longer than with its storage reused (docs/performance.md, "A
   // source's batches reuse their storage"). At most kKept are kept, the
   // largest: what a batch lets go of while one is kept costs no more than
   // before. Shared with the batches' deleters, so that a batch let go of
