@@ -36,6 +36,7 @@
 
 #include "schema/alert.h"
 #include "schema/record.h"
+#include "store/gpu_sample_log.h"
 
 namespace runlens::store {
 
@@ -168,12 +169,6 @@ struct RankWindowRow {
   int64_t slowest_count = 0;  // steps in which it was the slowest rank
 };
 
-struct GpuSampleRow {
-  int64_t time_ns = 0;
-  Gpu sample;
-  std::string kept_for;  // "failure" | "recent"
-};
-
 // Mean, min and max of one field over a bucket; n = 0 means never reported.
 struct Agg {
   int64_t n = 0;
@@ -218,7 +213,7 @@ struct MetricBatch {
   std::vector<RankStepRow> rank_steps;               // a step's ranks together; kept once (the first reason wins)
   std::vector<RankWindowRow> rank_windows;           // upserts (the whole window so far)
   std::vector<RankWindowRow> rank_window_additions;  // added to what is stored (steps that came late)
-  std::vector<GpuSampleRow> gpu_samples;             // each sample once (the writer sees to it), in time order per node
+  GpuSampleLog gpu_samples;                          // each sample once (the writer sees to it), in time order per node
   std::vector<GpuRollupRow> gpu_rollups;             // upserts
   std::vector<NodeRollupRow> node_rollups;           // upserts
   std::vector<RollupTier> prune;                     // apply these tiers' retention after writing

@@ -14,6 +14,7 @@
 #include "formats/json_writer.h"
 #include "formats/jsonl_codec.h"
 #include "runtime/status.h"
+#include "schema/gpu_packed.h"
 #include "schema/number_format.h"
 #include "schema/row.h"
 #include "schema/symbol_index.h"
@@ -114,7 +115,7 @@ bool merge_batches(Batch& into, Batch& next) {
   append(m.rank_steps, x.rank_steps);
   append(m.rank_windows, x.rank_windows);
   append(m.rank_window_additions, x.rank_window_additions);
-  append(m.gpu_samples, x.gpu_samples);
+  m.gpu_samples.append(x.gpu_samples);
   append(m.gpu_rollups, x.gpu_rollups);
   append(m.node_rollups, x.node_rollups);
   m.prune = std::move(x.prune);
@@ -790,9 +791,9 @@ class RunGraphBuilder::Impl {
     }
     const std::vector<GpuMark*> wanted = marks_of(nodes);
     const int64_t from = std::max(t - o_.failure_window_ns, written_until(wanted));
-    gpu_recent_.for_each_since(from, [&](int64_t time, const Gpu& g) {
-      const uint32_t id = g.node.id();
-      if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], time, g, "failure");
+    gpu_recent_.for_each_packed_since(from, [&](int64_t time, gpu_packed::View g) {
+      const uint32_t id = g.node().id();
+      if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], time, g.node(), g.gpu(), g, failure_);
     });
   }
 
@@ -823,16 +824,18 @@ class RunGraphBuilder::Impl {
 
   // Each GPU row is written once: rows go out in time order per node, so a
   // mark per node (the latest time written, and the GPUs written at it) will do.
-  void keep_gpu(GpuMark& m, int64_t time, const Gpu& g, const char* why) {
+  // The sample is kept as it lies packed in the window of recent samples:
+  // its bytes are copied, not unpacked and packed again.
+  void keep_gpu(GpuMark& m, int64_t time, Symbol node, int32_t gpu, gpu_packed::View packed, Symbol why) {
     if (time < m.time) return;
     if (time > m.time) m.time = time, m.gpus.clear();
-    if (std::find(m.gpus.begin(), m.gpus.end(), g.gpu) != m.gpus.end()) return;
-    m.gpus.push_back(g.gpu);
+    if (std::find(m.gpus.begin(), m.gpus.end(), gpu) != m.gpus.end()) return;
+    m.gpus.push_back(gpu);
     // Kept rows come in bursts (a failure window opening keeps hundreds of
     // thousands): room for all a commit can take, not regrown row by row.
-    if (metrics_.gpu_samples.capacity() == 0)
+    if (metrics_.gpu_samples.empty())
       metrics_.gpu_samples.reserve(static_cast<size_t>(std::max<int64_t>(1, o_.commit_rows - pending_)));
-    metrics_.gpu_samples.emplace_back(time, g, why);  // the sample copied once, in place
+    metrics_.gpu_samples.push_back(time, node, gpu, packed, why);
     count_row();
     if (pending_ >= o_.commit_rows) commit(false);
   }
@@ -847,9 +850,9 @@ class RunGraphBuilder::Impl {
     std::vector<Symbol> nodes;
     for (const auto& p : st.placement) nodes.push_back(p.node);
     const std::vector<GpuMark*> wanted = marks_of(nodes);
-    gpu_recent_.for_each_since(written_until(wanted), [&](int64_t time, const Gpu& g) {
-      const uint32_t id = g.node.id();
-      if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], time, g, "recent");
+    gpu_recent_.for_each_packed_since(written_until(wanted), [&](int64_t time, gpu_packed::View g) {
+      const uint32_t id = g.node().id();
+      if (id < wanted.size() && wanted[id]) keep_gpu(*wanted[id], time, g.node(), g.gpu(), g, recent_);
     });
   }
 
@@ -878,8 +881,8 @@ class RunGraphBuilder::Impl {
     const Gpu& g = r.as<Gpu>();
     // Full resolution: inside a failure window, and the last window for everyone.
     GpuNode& node = gpu_node(g.node);
-    if (r.time_ns <= node.keep_until) keep_gpu(node.written, r.time_ns, g, "failure");
-    gpu_recent_.push_back(r.time_ns, g);
+    const gpu_packed::View packed = gpu_recent_.push_back(r.time_ns, g);
+    if (r.time_ns <= node.keep_until) keep_gpu(node.written, r.time_ns, g.node, g.gpu, packed, failure_);
     while (!gpu_recent_.empty() && gpu_recent_.front_time() < r.time_ns - o_.failure_window_ns) gpu_recent_.pop_front();
 
     GpuTrack& track = gpu_track(g.node, g.gpu);
@@ -1065,6 +1068,7 @@ class RunGraphBuilder::Impl {
   std::unordered_map<Symbol, std::vector<std::pair<Symbol, int32_t>>> on_node_of_;  // node -> (run, gpu)
   std::map<std::string, store::IncidentRow> incidents_;                             // changed since the last commit
   GpuWindow gpu_recent_;                                                            // the last failure_window_time
+  const Symbol failure_ = Symbol::intern("failure"), recent_ = Symbol::intern("recent");  // why GPU samples are kept
   std::unordered_map<Symbol, GpuNode> gpu_nodes_;
   SymbolIndex<GpuNode*> gpu_node_index_;  // gpu_node()
   SymbolSlots<GpuTrack, 64> gpu_index_;   // gpu_track(): by node, GPU

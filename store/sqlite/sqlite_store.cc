@@ -1379,41 +1379,52 @@ class SqliteMetricRows final : public MetricRows {
       i = j;
     }
     // One block per node (and reason) of the batch, in time order, the blocks
-    // in the order of (node name, reason). Rows are grouped by the node's
-    // symbol (a batch holds a few hundred groups and a hundred thousand rows;
-    // the rows of one node mostly come together), and only the groups are
-    // sorted by name.
+    // in the order of (node name, reason). Samples are grouped by the node's
+    // symbol (a batch holds a few hundred groups and a hundred thousand
+    // samples; the samples of one node mostly come together), and only the
+    // groups are sorted by name. A group's samples are read where they lie in
+    // the batch's log and unpacked into rows one group at a time.
     struct NodeRows {
       Symbol node;
-      std::string_view kept_for;
-      std::vector<const GpuSampleRow*> rows;
+      Symbol kept_for;
+      std::vector<GpuSampleLog::Entry> rows;
     };
     std::vector<NodeRows> by_node;
     SymbolIndex<std::vector<size_t>> groups_of;                        // node -> by_node indices
     std::unordered_map<uint32_t, std::vector<size_t>> more_groups_of;  // nodes without a slot there
     size_t last = SIZE_MAX;
-    for (const auto& g : b.gpu_samples) {
-      if (last == SIZE_MAX || by_node[last].node != g.sample.node || !same_text(by_node[last].kept_for, g.kept_for)) {
+    b.gpu_samples.for_each([&](const GpuSampleLog::Entry& g) {
+      const Symbol node = g.node(), kept_for = g.kept_for();
+      if (last == SIZE_MAX || by_node[last].node != node || by_node[last].kept_for != kept_for) {
         last = SIZE_MAX;
-        std::vector<size_t>* slot = groups_of.slot(g.sample.node);
-        auto& candidates = slot ? *slot : more_groups_of[g.sample.node.id()];
+        std::vector<size_t>* slot = groups_of.slot(node);
+        auto& candidates = slot ? *slot : more_groups_of[node.id()];
         for (size_t i : candidates) {
-          if (same_text(by_node[i].kept_for, g.kept_for)) last = i;
+          if (by_node[i].kept_for == kept_for) last = i;
         }
         if (last == SIZE_MAX) {
           last = by_node.size();
           candidates.push_back(last);
-          by_node.push_back({g.sample.node, g.kept_for, {}});
+          by_node.push_back({node, kept_for, {}});
         }
       }
-      by_node[last].rows.push_back(&g);
-    }
+      by_node[last].rows.push_back(g);
+    });
     std::sort(by_node.begin(), by_node.end(), [](const NodeRows& x, const NodeRows& y) {
       int c = x.node.str().compare(y.node.str());
-      return c != 0 ? c < 0 : x.kept_for < y.kept_for;
+      return c != 0 ? c < 0 : x.kept_for.str() < y.kept_for.str();
     });
+    std::vector<GpuSampleRow> unpacked;
+    std::vector<const GpuSampleRow*> rows;
     auto earlier = [](const GpuSampleRow* x, const GpuSampleRow* y) { return x->time_ns < y->time_ns; };
-    for (auto& [node, kept_for, rows] : by_node) {
+    for (auto& [node, kept_for, entries] : by_node) {
+      unpacked.resize(entries.size());
+      rows.clear();
+      for (size_t i = 0; i < entries.size(); ++i) {
+        unpacked[i].time_ns = entries[i].time_ns();
+        unpacked[i].sample = entries[i].sample();
+        rows.push_back(&unpacked[i]);
+      }
       if (!std::is_sorted(rows.begin(), rows.end(), earlier)) std::stable_sort(rows.begin(), rows.end(), earlier);
       sqlite::pack_gpu_compact(&data, rows);
       Query(db,
@@ -1422,7 +1433,7 @@ class SqliteMetricRows final : public MetricRows {
           .arg_text(node.str())
           .arg(rows.front()->time_ns)
           .arg(rows.back()->time_ns)
-          .arg_text(kept_for)
+          .arg_text(kept_for.str())
           .arg(static_cast<int64_t>(rows.size()))
           .blob(data)
           .arg(sqlite::kGpuCompact)

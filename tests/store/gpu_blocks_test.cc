@@ -190,7 +190,7 @@ TEST_CASE("GPU blocks: a version-9 store's column blocks read after it is migrat
     later.push_back(r);
   }
   store::MetricBatch mb;
-  mb.gpu_samples = later;
+  mb.gpu_samples = store::GpuSampleLog(later);
   s.metrics->write(mb);
   {
     SqliteFile f(db);

@@ -745,12 +745,13 @@ TEST_CASE(
           "node-8|1|3|264\nnode-9|3|3|" + std::to_string(12 + 11 + 3 + 4 + 2 * 3 * 8) + "\n");
   }
   auto new_rows = s.metrics->gpu_samples({"node-9"}, INT64_MIN, INT64_MAX);
+  const auto written = mb.gpu_samples.rows();
   REQUIRE(new_rows.size() == 3);
   for (size_t i = 0; i < 3; ++i) {
     CAPTURE(i);
-    CHECK(new_rows[i].time_ns == mb.gpu_samples[i].time_ns);
+    CHECK(new_rows[i].time_ns == written[i].time_ns);
     CHECK(new_rows[i].kept_for == "recent");
-    CHECK(new_rows[i].sample == mb.gpu_samples[i].sample);
+    CHECK(new_rows[i].sample == written[i].sample);
   }
   // A block whose bytes do not hold its samples is refused, not misread.
   {

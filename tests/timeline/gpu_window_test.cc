@@ -15,43 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "tests/random_gpu.h"
+
 using namespace runlens;
+using testing::random_gpu;
+using testing::same;
 
 namespace {
-
-template <class V>
-void assign(V* field, double v) {
-  if constexpr (std::is_arithmetic_v<V>) *field = static_cast<V>(v);
-}
-
-// A sample with a random set of the optional fields (node and gpu always),
-// random values in them, and the defaults elsewhere, as a decoded row has.
-Gpu random_gpu(std::mt19937_64& rng, int mode) {
-  Gpu g;
-  g.node = Symbol::intern("node-" + std::to_string(rng() % 50));
-  g.gpu = static_cast<int32_t>(rng() % 8);
-  g.set_present(Gpu::F::node);
-  g.set_present(Gpu::F::gpu);
-  std::uniform_real_distribution<double> real(-1e12, 1e12);
-  auto want = [&](Gpu::F) { return mode == 1 || (mode == 2 && rng() % 2 == 0); };
-#define SET_(T, name, Camel, req)                                                          \
-  if (Gpu::F::name != Gpu::F::node && Gpu::F::name != Gpu::F::gpu && want(Gpu::F::name)) { \
-    g.set_present(Gpu::F::name);                                                           \
-    assign(&g.name, real(rng));                                                            \
-  }
-  RUNLENS_GPU_FIELDS(SET_)
-#undef SET_
-  return g;
-}
-
-// Bit for bit (NaN included), field by field.
-bool same(const Gpu& a, const Gpu& b) {
-  bool eq = a.present == b.present;
-#define CMP_(T, name, Camel, req) eq = eq && std::memcmp(&a.name, &b.name, sizeof a.name) == 0;
-  RUNLENS_GPU_FIELDS(CMP_)
-#undef CMP_
-  return eq;
-}
 
 void check_equal(const timeline::GpuWindow& w, const std::deque<std::pair<int64_t, Gpu>>& want) {
   REQUIRE(w.size() == want.size());
@@ -79,6 +49,19 @@ void check_since(const timeline::GpuWindow& w, const std::deque<std::pair<int64_
     ++i;
   });
   CHECK(i == want.size());
+  CHECK(all_same);
+  // The same samples as they lie packed: their bytes unpack to them, and
+  // their node and GPU read in place.
+  size_t j = 0;
+  while (j < want.size() && want[j].first < from) ++j;
+  w.for_each_packed_since(from, [&](int64_t t, gpu_packed::View v) {
+    Gpu g;
+    const char* end = gpu_packed::get(v.p, &g);
+    all_same = all_same && j < want.size() && t == want[j].first && same(g, want[j].second) &&
+               static_cast<size_t>(end - v.p) == v.n && v.node() == g.node && v.gpu() == g.gpu;
+    ++j;
+  });
+  CHECK(j == want.size());
   CHECK(all_same);
 }
 
@@ -113,6 +96,7 @@ TEST_CASE(
     CHECK(w.empty());
     w.for_each([](int64_t, const Gpu&) { FAIL("an empty window has no samples"); });
     int64_t t = 1'000;
+    bool pushed_same = true;
     // Waves of pushes and pops that cross many 256 KiB chunks, emptying the
     // window now and then, as a run's window slides and a new run starts.
     for (int wave = 0; wave < 12; ++wave) {
@@ -120,7 +104,10 @@ TEST_CASE(
       for (int k = 0; k < pushes; ++k) {
         t += static_cast<int64_t>(rng() % 3);  // equal times too
         Gpu g = random_gpu(rng, mode);
-        w.push_back(t, g);
+        const gpu_packed::View v = w.push_back(t, g);  // where it now lies
+        Gpu back;
+        gpu_packed::get(v.p, &back);
+        pushed_same = pushed_same && v.n == gpu_packed::bytes(g.present) && same(back, g);
         ref.emplace_back(t, g);
       }
       check_equal(w, ref);
@@ -134,6 +121,7 @@ TEST_CASE(
       check_equal(w, ref);
       check_since_everywhere(w, ref, rng);
     }
+    CHECK(pushed_same);
   }
 }
 

@@ -1,0 +1,92 @@
+// A GPU sample packed into bytes: its presence bits, then only the fields it
+// has, each as its bytes (4 for node and GPU, 8 for every other), in the
+// order of RUNLENS_GPU_FIELDS. A sample of the seven measurements a DCGM
+// exporter typically sends takes 68 bytes so against 168 as a Gpu. What
+// holds many samples for a while packs them: the timeline's window of recent
+// samples (timeline/gpu_window.h) and the samples a store batch keeps
+// (store/gpu_sample_log.h). Within a process only: native byte order, and
+// a node is its symbol.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "schema/record.h"
+
+namespace runlens::gpu_packed {
+
+// More than any sample takes.
+inline constexpr size_t kMaxBytes = sizeof(uint32_t) + sizeof(Gpu);
+
+// The bytes of a sample whose presence bits are `present`.
+inline size_t bytes(uint32_t present) {
+  size_t n = sizeof(uint32_t);
+#define RUNLENS_GPU_PACKED_SIZE_(T, name, Camel, req) \
+  if ((present >> static_cast<unsigned>(Gpu::F::name)) & 1u) n += sizeof(Gpu::name);
+  RUNLENS_GPU_FIELDS(RUNLENS_GPU_PACKED_SIZE_)
+#undef RUNLENS_GPU_PACKED_SIZE_
+  return n;
+}
+
+// The presence bits of the sample packed at `p`.
+inline uint32_t present_at(const char* p) {
+  uint32_t present;
+  std::memcpy(&present, p, sizeof present);
+  return present;
+}
+
+// Writes `g` at `p` (room for bytes(g.present)); returns the end.
+inline char* put(char* p, const Gpu& g) {
+  auto put1 = [&p](const auto& v) {
+    std::memcpy(p, &v, sizeof v);
+    p += sizeof v;
+  };
+  put1(g.present);
+#define RUNLENS_GPU_PACKED_PUT_(T, name, Camel, req) \
+  if (g.has(Gpu::F::name)) put1(g.name);
+  RUNLENS_GPU_FIELDS(RUNLENS_GPU_PACKED_PUT_)
+#undef RUNLENS_GPU_PACKED_PUT_
+  return p;
+}
+
+// Reads the sample packed at `p` into `g`, which has its defaults (a field
+// the sample lacks keeps its value there); returns the end.
+inline const char* get(const char* p, Gpu* g) {
+  auto get1 = [&p](auto* v) {
+    std::memcpy(v, p, sizeof *v);
+    p += sizeof *v;
+  };
+  get1(&g->present);
+#define RUNLENS_GPU_PACKED_GET_(T, name, Camel, req) \
+  if (g->has(Gpu::F::name)) get1(&g->name);
+  RUNLENS_GPU_FIELDS(RUNLENS_GPU_PACKED_GET_)
+#undef RUNLENS_GPU_PACKED_GET_
+  return p;
+}
+
+// A packed sample read where it lies: its node and GPU (the defaults where
+// its presence bits lack them), and its bytes to copy as they are.
+struct View {
+  const char* p;
+  size_t n;  // bytes(present_at(p))
+
+  Symbol node() const {
+    Symbol s;
+    if (has(Gpu::F::node)) std::memcpy(&s, p + sizeof(uint32_t), sizeof s);
+    return s;
+  }
+  int32_t gpu() const {
+    int32_t g = Gpu().gpu;
+    const size_t at = sizeof(uint32_t) + (has(Gpu::F::node) ? sizeof(Symbol) : 0);  // after the node, if any
+    if (has(Gpu::F::gpu)) std::memcpy(&g, p + at, sizeof g);
+    return g;
+  }
+
+ private:
+  bool has(Gpu::F f) const { return (present_at(p) >> static_cast<unsigned>(f)) & 1u; }
+};
+static_assert(static_cast<int>(Gpu::F::node) == 0 && static_cast<int>(Gpu::F::gpu) == 1,
+              "View reads node and GPU as the first fields");
+
+}  // namespace runlens::gpu_packed
