@@ -20,7 +20,8 @@ struct WalCheckpointer::State {
 
   std::mutex mu;
   std::condition_variable wake;
-  bool wanted = false;  // a checkpoint was asked for since the thread last began one
+  bool wanted = false;   // a checkpoint was asked for since the thread last began one
+  bool running = false;  // the thread is checkpointing
   bool stop = false;
   std::atomic<int64_t> background{0}, blocking{0};
   std::thread thread;
@@ -54,12 +55,14 @@ struct WalCheckpointer::State {
       wake.wait(l, [&] { return wanted || stop; });
       if (stop) return;
       wanted = false;
+      running = true;
       l.unlock();
       // Busy (another checkpoint running, a writer restarting the log) is not
       // an error: the next commit past the threshold asks again.
       if (sqlite3_wal_checkpoint_v2(own, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr) == SQLITE_OK)
         background.fetch_add(1, std::memory_order_relaxed);
       l.lock();
+      running = false;
     }
   }
 };
@@ -104,6 +107,10 @@ WalCheckpointer::~WalCheckpointer() {
 }
 
 int64_t WalCheckpointer::background_checkpoints() const { return s_->background.load(std::memory_order_relaxed); }
+bool WalCheckpointer::idle() const {
+  std::lock_guard l(s_->mu);
+  return !s_->wanted && !s_->running;
+}
 int64_t WalCheckpointer::blocking_checkpoints() const { return s_->blocking.load(std::memory_order_relaxed); }
 
 }  // namespace runlens::store::sqlite

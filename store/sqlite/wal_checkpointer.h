@@ -51,6 +51,9 @@ class WalCheckpointer {
   int64_t background_checkpoints() const;
   // Times the writer checkpointed itself because the log passed blocking_bytes.
   int64_t blocking_checkpoints() const;
+  // No checkpoint asked for and none running: what the commits so far asked
+  // the thread to copy is copied (all of the log, unless a reader held it).
+  bool idle() const;
 
  private:
   struct State;
