@@ -1,7 +1,7 @@
 // A GPU sample packed into bytes: its presence bits, then only the fields it
 // has, each as its bytes (4 for node and GPU, 8 for every other), in the
 // order of RUNLENS_GPU_FIELDS. A sample of the seven measurements a DCGM
-// exporter typically sends takes 68 bytes so against 168 as a Gpu. What
+// exporter typically sends takes 68 bytes this way, 168 as a Gpu. What
 // holds many samples for a while packs them: the timeline's window of recent
 // samples (timeline/gpu_window.h) and the samples a store batch keeps
 // (store/gpu_sample_log.h). Within a process only: native byte order, and

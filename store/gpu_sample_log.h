@@ -93,25 +93,14 @@ class GpuSampleLog {
   void reserve(size_t samples) { grow_to(size_ + samples * kMaxEntry); }
 
   void push_back(int64_t time_ns, const Gpu& g, Symbol kept_for) {
-    if (cap_ - size_ < kMaxEntry) grow_to(std::max(2 * cap_, size_ + 64 * kMaxEntry));
-    char* p = data_.get() + size_;
-    std::memcpy(p + kTimeAt, &time_ns, sizeof time_ns);
-    std::memcpy(p + kNodeAt, &g.node, sizeof g.node);
-    std::memcpy(p + kGpuAt, &g.gpu, sizeof g.gpu);
-    std::memcpy(p + kKeptForAt, &kept_for, sizeof kept_for);
-    size_ = static_cast<size_t>(gpu_packed::put(p + kHeader, g) - data_.get());
+    char* body = put_header(time_ns, g.node, g.gpu, kept_for);
+    size_ = static_cast<size_t>(gpu_packed::put(body, g) - data_.get());
     ++count_;
   }
   // A sample packed already (in the timeline's window of recent samples),
   // its bytes copied as they are; its node and GPU as they were.
   void push_back(int64_t time_ns, Symbol node, int32_t gpu, gpu_packed::View v, Symbol kept_for) {
-    if (cap_ - size_ < kMaxEntry) grow_to(std::max(2 * cap_, size_ + 64 * kMaxEntry));
-    char* p = data_.get() + size_;
-    std::memcpy(p + kTimeAt, &time_ns, sizeof time_ns);
-    std::memcpy(p + kNodeAt, &node, sizeof node);
-    std::memcpy(p + kGpuAt, &gpu, sizeof gpu);
-    std::memcpy(p + kKeptForAt, &kept_for, sizeof kept_for);
-    std::memcpy(p + kHeader, v.p, v.n);
+    std::memcpy(put_header(time_ns, node, gpu, kept_for), v.p, v.n);
     size_ += kHeader + v.n;
     ++count_;
   }
@@ -155,6 +144,16 @@ class GpuSampleLog {
   static constexpr size_t kTimeAt = 0, kNodeAt = 8, kGpuAt = 12, kKeptForAt = 16, kHeader = 20;
   static constexpr size_t kMaxEntry = kHeader + gpu_packed::kMaxBytes;
 
+  // Room for one more sample, and its header written at the end: where its body goes.
+  char* put_header(int64_t time_ns, Symbol node, int32_t gpu, Symbol kept_for) {
+    if (cap_ - size_ < kMaxEntry) grow_to(std::max(2 * cap_, size_ + 64 * kMaxEntry));
+    char* p = data_.get() + size_;
+    std::memcpy(p + kTimeAt, &time_ns, sizeof time_ns);
+    std::memcpy(p + kNodeAt, &node, sizeof node);
+    std::memcpy(p + kGpuAt, &gpu, sizeof gpu);
+    std::memcpy(p + kKeptForAt, &kept_for, sizeof kept_for);
+    return p + kHeader;
+  }
   void grow_to(size_t cap) {
     if (cap <= cap_) return;
     std::unique_ptr<char[]> more(new char[cap]);  // not zeroed: only what is written is read
