@@ -8,6 +8,7 @@
 // a node is its symbol.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -19,14 +20,44 @@ namespace runlens::gpu_packed {
 // More than any sample takes.
 inline constexpr size_t kMaxBytes = sizeof(uint32_t) + sizeof(Gpu);
 
+// Node and GPU take 4 bytes each, every other field 8, so a sample's size and
+// where a field lies in it are counts of presence bits.
+inline constexpr uint32_t kFourByteFields =
+    (1u << static_cast<unsigned>(Gpu::F::node)) | (1u << static_cast<unsigned>(Gpu::F::gpu));
+inline constexpr uint32_t kFields = (1u << static_cast<unsigned>(Gpu::F::kCount)) - 1u;
+#define RUNLENS_GPU_PACKED_WIDTH_(T, name, Camel, req)                                                          \
+  static_assert(sizeof(Gpu::name) == (((kFourByteFields >> static_cast<unsigned>(Gpu::F::name)) & 1u) ? 4 : 8), \
+                "a packed GPU field is 4 bytes (node, gpu) or 8");
+RUNLENS_GPU_FIELDS(RUNLENS_GPU_PACKED_WIDTH_)
+#undef RUNLENS_GPU_PACKED_WIDTH_
+
+// Bits set in `v`, inline: without -mpopcnt (Debian's x86-64 baseline),
+// std::popcount is a call into libgcc.
+inline size_t count_bits(uint32_t v) {
+#ifdef __POPCNT__
+  return static_cast<size_t>(std::popcount(v));
+#else
+  v = v - ((v >> 1) & 0x55555555u);
+  v = (v & 0x33333333u) + ((v >> 2) & 0x33333333u);
+  return static_cast<size_t>((((v + (v >> 4)) & 0x0F0F0F0Fu) * 0x01010101u) >> 24);
+#endif
+}
+
+// The bytes the fields among `bits` take.
+inline size_t width(uint32_t bits) {
+  bits &= kFields;
+  return 4 * count_bits(bits & kFourByteFields) + 8 * count_bits(bits & ~kFourByteFields);
+}
+
 // The bytes of a sample whose presence bits are `present`.
-inline size_t bytes(uint32_t present) {
-  size_t n = sizeof(uint32_t);
-#define RUNLENS_GPU_PACKED_SIZE_(T, name, Camel, req) \
-  if ((present >> static_cast<unsigned>(Gpu::F::name)) & 1u) n += sizeof(Gpu::name);
-  RUNLENS_GPU_FIELDS(RUNLENS_GPU_PACKED_SIZE_)
-#undef RUNLENS_GPU_PACKED_SIZE_
-  return n;
+inline size_t bytes(uint32_t present) { return sizeof(uint32_t) + width(present); }
+
+// Where field `f` lies in a sample whose presence bits are `present` (bytes
+// from the sample's start), or -1 when it lacks it.
+inline int offset(uint32_t present, Gpu::F f) {
+  const uint32_t bit = 1u << static_cast<unsigned>(f);
+  if (!(present & bit)) return -1;
+  return static_cast<int>(sizeof(uint32_t) + width(present & (bit - 1)));
 }
 
 // The presence bits of the sample packed at `p`.

@@ -8,7 +8,8 @@
 // builder's packed window of recent samples, that was an eighth of that
 // thread's samples in a replay of issue 13's GPU-every-step mix. Now the
 // window's bytes are copied as they lie (docs/performance.md, "Kept GPU
-// samples copied packed"); the store's writer unpacks them a node at a time.
+// samples copied packed"), and the store's writer encodes them where they
+// lie too (store/sqlite/gpu_blocks.h), a node at a time.
 #pragma once
 
 #include <algorithm>
@@ -40,12 +41,16 @@ class GpuSampleLog {
     int64_t time_ns() const { return read<int64_t>(kTimeAt); }
     Symbol node() const { return read<Symbol>(kNodeAt); }
     Symbol kept_for() const { return read<Symbol>(kKeptForAt); }
+    int32_t gpu() const { return read<int32_t>(kGpuAt); }
+    // The sample packed (schema/gpu_packed.h), where it lies; its node and
+    // GPU are the header's (node(), gpu()), whatever its presence bits say.
+    const char* packed() const { return p_ + kHeader; }
     // The sample as it was pushed: the fields it has, node and GPU always.
     Gpu sample() const {
       Gpu g;
       gpu_packed::get(p_ + kHeader, &g);
       g.node = node();
-      g.gpu = read<int32_t>(kGpuAt);
+      g.gpu = gpu();
       return g;
     }
     GpuSampleRow row() const { return {time_ns(), sample(), std::string(kept_for().str())}; }

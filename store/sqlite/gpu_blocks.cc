@@ -3,6 +3,9 @@
 #include <bit>
 #include <cstring>
 #include <type_traits>
+#include <vector>
+
+#include "schema/gpu_packed.h"
 
 namespace runlens::store::sqlite {
 
@@ -260,28 +263,96 @@ void pack_gpu_columns(std::string* out, const std::vector<const GpuSampleRow*>& 
   }
 }
 
-void pack_gpu_compact(std::string* out, const std::vector<const GpuSampleRow*>& rows) {
-  const size_t n = rows.size();
+namespace {
+
+// A block's samples gathered for the compact encoder: each read once, its
+// nine fields as columns (field i of sample k at bits[i * n + k], 0 where the
+// sample lacks it).
+struct Columns {
+  size_t n = 0;
+  std::vector<int64_t> time;
+  std::vector<int32_t> gpu;
+  std::vector<uint32_t> presence;
+  std::vector<uint64_t> bits;
+
+  void resize(size_t samples) {
+    n = samples;
+    time.resize(n);
+    gpu.resize(n);
+    presence.resize(n);
+    bits.resize(n * kFields);  // every element is written
+  }
+};
+
+void gather(Columns* c, const std::vector<const GpuSampleRow*>& rows) {
+  c->resize(rows.size());
+  for (size_t k = 0; k < c->n; ++k) {
+    const GpuSampleRow& r = *rows[k];
+    c->time[k] = r.time_ns;
+    c->gpu[k] = r.sample.gpu;
+    c->presence[k] = presence(r.sample);
+    for (int i = 0; i < kFields; ++i) c->bits[static_cast<size_t>(i) * c->n + k] = field_bits(r.sample, i);
+  }
+}
+
+// Samples packed in a store batch's log, read where they lie: where a field
+// lies follows from the sample's presence bits, worked out once for each set
+// of them (a node's samples mostly share one).
+void gather(Columns* c, const std::vector<GpuSampleLog::Entry>& samples) {
+  c->resize(samples.size());
+  uint32_t last_present = 0;
+  uint32_t kept = 0;     // presence of the nine, for last_present
+  int at[kFields] = {};  // where each lies, or -1
+  bool known = false;
+  for (size_t k = 0; k < c->n; ++k) {
+    const GpuSampleLog::Entry& e = samples[k];
+    const char* p = e.packed();
+    const uint32_t present = gpu_packed::present_at(p);
+    if (!known || present != last_present) {
+      known = true;
+      last_present = present;
+      kept = 0;
+      for (int i = 0; i < kFields; ++i) {
+        at[i] = gpu_packed::offset(present, kGpuFields[i]);
+        if (at[i] >= 0) kept |= 1u << i;
+      }
+    }
+    c->time[k] = e.time_ns();
+    c->gpu[k] = e.gpu();
+    c->presence[k] = kept;
+    for (int i = 0; i < kFields; ++i) {
+      uint64_t v = 0;
+      if (at[i] >= 0) std::memcpy(&v, p + at[i], 8);
+      c->bits[static_cast<size_t>(i) * c->n + k] = v;
+    }
+  }
+}
+
+void pack_compact(std::string* out, const Columns& c) {
+  const size_t n = c.n;
   uint32_t any = 0, varying = 0;
   bool per_sample = false;
-  const uint32_t first = n ? presence(rows[0]->sample) : 0;
-  uint64_t first_bits[kFields] = {};
-  for (int i = 0; i < kFields; ++i) first_bits[i] = n ? field_bits(rows[0]->sample, i) : 0;
+  const uint32_t first = n ? c.presence[0] : 0;
   size_t size = 12 + (n ? 8 : 0);
-  uint64_t prev = n ? static_cast<uint64_t>(rows[0]->time_ns) : 0;
   for (size_t k = 0; k < n; ++k) {
-    const Gpu& g = rows[k]->sample;
-    const uint32_t present = presence(g);
-    any |= present;
-    per_sample |= present != first;
-    for (int i = 0; i < kFields; ++i) varying |= field_bits(g, i) != first_bits[i] ? 1u << i : 0u;
-    const auto t = static_cast<uint64_t>(rows[k]->time_ns);
-    if (k > 0) size += varint_size(zigzag(static_cast<int64_t>(t - prev)));
-    prev = t;
-    size += varint_size(zigzag(g.gpu));
+    any |= c.presence[k];
+    per_sample |= c.presence[k] != first;
+    if (k > 0)
+      size += varint_size(
+          zigzag(static_cast<int64_t>(static_cast<uint64_t>(c.time[k]) - static_cast<uint64_t>(c.time[k - 1]))));
+    size += varint_size(zigzag(c.gpu[k]));
+  }
+  for (int i = 0; i < kFields && n; ++i) {
+    const uint64_t* col = &c.bits[static_cast<size_t>(i) * n];
+    for (size_t k = 1; k < n; ++k) {
+      if (col[k] != col[0]) {
+        varying |= 1u << i;
+        break;
+      }
+    }
   }
   if (per_sample) {
-    for (const auto* r : rows) size += varint_size(presence(r->sample));
+    for (size_t k = 0; k < n; ++k) size += varint_size(c.presence[k]);
   }
   const uint32_t constant = any & ~varying;
   size += static_cast<size_t>(std::popcount(constant)) * 8 + static_cast<size_t>(std::popcount(any & varying)) * 8 * n;
@@ -290,28 +361,43 @@ void pack_gpu_compact(std::string* out, const std::vector<const GpuSampleRow*>& 
   w.fixed(any);
   w.fixed(uint32_t{per_sample ? 1u : 0u});
   w.fixed(constant);
-  prev = 0;
   for (size_t k = 0; k < n; ++k) {
-    const auto t = static_cast<uint64_t>(rows[k]->time_ns);
     if (k == 0) {
-      w.fixed(rows[k]->time_ns);
+      w.fixed(c.time[k]);
     } else {
-      w.varint(zigzag(static_cast<int64_t>(t - prev)));
+      w.varint(zigzag(static_cast<int64_t>(static_cast<uint64_t>(c.time[k]) - static_cast<uint64_t>(c.time[k - 1]))));
     }
-    prev = t;
   }
-  for (const auto* r : rows) w.varint(zigzag(r->sample.gpu));
+  for (size_t k = 0; k < n; ++k) w.varint(zigzag(c.gpu[k]));
   if (per_sample) {
-    for (const auto* r : rows) w.varint(presence(r->sample));
+    for (size_t k = 0; k < n; ++k) w.varint(c.presence[k]);
   }
   for (int i = 0; i < kFields; ++i) {
     if (!(any & (1u << i))) continue;
+    const uint64_t* col = &c.bits[static_cast<size_t>(i) * n];
     if (constant & (1u << i)) {
-      w.fixed(first_bits[i]);
+      w.fixed(col[0]);
       continue;
     }
-    for (const auto* r : rows) w.fixed(field_bits(r->sample, i));
+    std::memcpy(w.p, col, 8 * n);
+    w.p += 8 * n;
   }
+}
+
+// Each thread's columns, kept from block to block (the store's writer packs
+// a few hundred a commit).
+thread_local Columns tl_columns;
+
+}  // namespace
+
+void pack_gpu_compact(std::string* out, const std::vector<const GpuSampleRow*>& rows) {
+  gather(&tl_columns, rows);
+  pack_compact(out, tl_columns);
+}
+
+void pack_gpu_compact(std::string* out, const std::vector<GpuSampleLog::Entry>& samples) {
+  gather(&tl_columns, samples);
+  pack_compact(out, tl_columns);
 }
 
 bool unpack_gpu_block(int64_t encoding, std::string_view data, int64_t n, Symbol node, const std::string& kept_for,

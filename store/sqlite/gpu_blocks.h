@@ -22,6 +22,9 @@ constexpr int64_t kGpuCompact = 3;
 
 // Encoding 3 of `rows` (one node's, in time order) into *out (replaced).
 void pack_gpu_compact(std::string* out, const std::vector<const GpuSampleRow*>& rows);
+// The same, of samples where they lie in a store batch's log (one node's, in
+// time order): the bytes are those of their rows, without unpacking them.
+void pack_gpu_compact(std::string* out, const std::vector<GpuSampleLog::Entry>& samples);
 // Encoding 2, which runlens wrote at schema version 9 (for tests of old blocks).
 void pack_gpu_columns(std::string* out, const std::vector<const GpuSampleRow*>& rows);
 

@@ -1382,8 +1382,8 @@ class SqliteMetricRows final : public MetricRows {
     // in the order of (node name, reason). Samples are grouped by the node's
     // symbol (a batch holds a few hundred groups and a hundred thousand
     // samples; the samples of one node mostly come together), and only the
-    // groups are sorted by name. A group's samples are read where they lie in
-    // the batch's log and unpacked into rows one group at a time.
+    // groups are sorted by name. A group's samples are encoded where they lie
+    // in the batch's log, never unpacked (sqlite::pack_gpu_compact).
     struct NodeRows {
       Symbol node;
       Symbol kept_for;
@@ -1414,27 +1414,19 @@ class SqliteMetricRows final : public MetricRows {
       int c = x.node.str().compare(y.node.str());
       return c != 0 ? c < 0 : x.kept_for.str() < y.kept_for.str();
     });
-    std::vector<GpuSampleRow> unpacked;
-    std::vector<const GpuSampleRow*> rows;
-    auto earlier = [](const GpuSampleRow* x, const GpuSampleRow* y) { return x->time_ns < y->time_ns; };
+    auto earlier = [](const GpuSampleLog::Entry& x, const GpuSampleLog::Entry& y) { return x.time_ns() < y.time_ns(); };
     for (auto& [node, kept_for, entries] : by_node) {
-      unpacked.resize(entries.size());
-      rows.clear();
-      for (size_t i = 0; i < entries.size(); ++i) {
-        unpacked[i].time_ns = entries[i].time_ns();
-        unpacked[i].sample = entries[i].sample();
-        rows.push_back(&unpacked[i]);
-      }
-      if (!std::is_sorted(rows.begin(), rows.end(), earlier)) std::stable_sort(rows.begin(), rows.end(), earlier);
-      sqlite::pack_gpu_compact(&data, rows);
+      if (!std::is_sorted(entries.begin(), entries.end(), earlier))
+        std::stable_sort(entries.begin(), entries.end(), earlier);
+      sqlite::pack_gpu_compact(&data, entries);
       Query(db,
             "INSERT OR IGNORE INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data, encoding) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)")
           .arg_text(node.str())
-          .arg(rows.front()->time_ns)
-          .arg(rows.back()->time_ns)
+          .arg(entries.front().time_ns())
+          .arg(entries.back().time_ns())
           .arg_text(kept_for.str())
-          .arg(static_cast<int64_t>(rows.size()))
+          .arg(static_cast<int64_t>(entries.size()))
           .blob(data)
           .arg(sqlite::kGpuCompact)
           .run();

@@ -8,7 +8,9 @@
 #include <limits>
 #include <random>
 
+#include "store/gpu_sample_log.h"
 #include "store/sqlite/sqlite_store.h"
+#include "tests/random_gpu.h"
 #include "tests/store/store_scenarios.h"
 
 using namespace runlens;
@@ -111,6 +113,43 @@ TEST_CASE("GPU blocks: compact and column encodings give back every sample bit f
     const auto n = static_cast<int64_t>(rows.size());
     check_same(unpack(sq::kGpuCompact, compact, n), rows);
     check_same(unpack(sq::kGpuColumns, columns, n), rows);
+  }
+}
+
+// A block's samples as a store batch holds them: packed in its log.
+std::vector<store::GpuSampleLog::Entry> entries(const store::GpuSampleLog& log) {
+  std::vector<store::GpuSampleLog::Entry> out;
+  log.for_each([&](const store::GpuSampleLog::Entry& e) { out.push_back(e); });
+  return out;
+}
+
+TEST_CASE("GPU blocks: samples encoded where they lie in a batch's log give the bytes their rows give") {
+  std::vector<std::vector<GpuSampleRow>> blocks = {dcgm_block(3), odd_block(), {sample(42, 0)}, {}};
+  // Random fields present (the same in every sample, or each its own), random
+  // values, node and GPU bits present or not (a log keeps both in its header).
+  std::mt19937_64 rng(1307);
+  for (int mode : {0, 1, 2, 2, 2}) {
+    std::vector<GpuSampleRow> rows;
+    for (int k = 0; k < 300; ++k) {
+      GpuSampleRow r;
+      r.time_ns = 1767225608220298101 + k * int64_t{250'000'000};
+      r.sample = testing::random_gpu(rng, mode);
+      if (k % 7 == 3) r.sample.clear(Gpu::F::gpu);
+      if (k % 11 == 5) r.sample.clear(Gpu::F::node);
+      r.kept_for = "failure";
+      rows.push_back(r);
+    }
+    blocks.push_back(rows);
+  }
+  for (const auto& rows : blocks) {
+    CAPTURE(rows.size());
+    const store::GpuSampleLog log(rows);
+    std::string from_rows, from_log;
+    sq::pack_gpu_compact(&from_rows, pointers(rows));
+    sq::pack_gpu_compact(&from_log, entries(log));
+    CHECK(from_log == from_rows);
+    check_same(unpack(sq::kGpuCompact, from_log, static_cast<int64_t>(rows.size())),
+               unpack(sq::kGpuCompact, from_rows, static_cast<int64_t>(rows.size())));
   }
 }
 

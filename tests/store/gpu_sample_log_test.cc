@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <utility>
@@ -158,4 +159,30 @@ TEST_CASE("gpu sample log: a sample pushed as it lies packed is the same as the 
   }
   CHECK(from_packed.bytes() == from_gpu.bytes());
   check_same(from_packed, from_gpu.rows());
+}
+
+TEST_CASE("gpu sample log: gpu_packed::offset finds each field where the sample was packed, -1 where it has none") {
+  std::mt19937_64 rng(1309);
+  int64_t t = 0;
+  GpuSampleLog log;
+  const std::vector<GpuSampleRow> rows = random_rows(rng, 400, &t);
+  for (const auto& r : rows) log.push_back(r);
+  size_t i = 0;
+  log.for_each([&](const GpuSampleLog::Entry& e) {
+    const Gpu& g = rows[i++].sample;
+    CHECK(gpu_packed::present_at(e.packed()) == g.present);
+#define CHECK_AT_(T, name, Camel, req)                                  \
+  {                                                                     \
+    const int at = gpu_packed::offset(g.present, Gpu::F::name);         \
+    if (g.has(Gpu::F::name)) {                                          \
+      REQUIRE(at >= 4);                                                 \
+      CHECK(std::memcmp(e.packed() + at, &g.name, sizeof g.name) == 0); \
+    } else {                                                            \
+      CHECK(at == -1);                                                  \
+    }                                                                   \
+  }
+    RUNLENS_GPU_FIELDS(CHECK_AT_)
+#undef CHECK_AT_
+  });
+  CHECK(i == rows.size());
 }
