@@ -154,8 +154,14 @@ struct RunState {
   int64_t last_train_step = INT64_MIN;
   bool non_finite = false;
   std::optional<int64_t> lr_noted_step;  // step of the last LR entry (a train_marks LR change, or a config_change)
-  // Rank rows: the last steps, kept whole until a failure window wants them.
-  std::deque<std::shared_ptr<const StepRecord>> recent;
+  // Rank rows: the last steps, kept whole until a failure window wants them;
+  // `kept` once their rows are in a batch (a run's last window then skips
+  // them: the store keeps a step's rows once, the first time).
+  struct RecentStep {
+    std::shared_ptr<const StepRecord> rec;
+    bool kept = false;
+  };
+  std::deque<RecentStep> recent;
   int64_t keep_until_step = INT64_MIN;
   // Per-rank summaries of the two latest windows of steps (by first step);
   // older ones are closed. A step record for a closed window is added to it.
@@ -478,8 +484,9 @@ class RunGraphBuilder::Impl {
     bump_step(st, rec->step);
     if (st.row.world_size == 0) st.row.world_size = rec->world_size;
     accumulate_windows(st, *rec);
-    if (rec->step <= st.keep_until_step) rank_rows(st, *rec, rec->first_time_ns, "failure");
-    st.recent.push_back(rec);
+    const bool kept = rec->step <= st.keep_until_step;
+    if (kept) rank_rows(st, *rec, rec->first_time_ns, "failure");
+    st.recent.push_back({rec, kept});
     while (static_cast<int64_t>(st.recent.size()) > o_.failure_window_steps + 16) st.recent.pop_front();
   }
 
@@ -768,9 +775,10 @@ class RunGraphBuilder::Impl {
   // Section 34: full resolution from a window before the alert to one after.
   void open_failure_window(Symbol run, RunState& st, std::optional<int64_t> step, int64_t t, Symbol alert_node) {
     if (step) {
-      for (const auto& rec : st.recent) {
+      for (auto& [rec, kept] : st.recent) {
         if (rec->step >= *step - o_.failure_window_steps && rec->step > st.keep_until_step) {
           rank_rows(st, *rec, rec->first_time_ns, "failure");
+          kept = true;
         }
       }
       st.keep_until_step = std::max(st.keep_until_step, *step + o_.failure_window_steps);
@@ -843,8 +851,9 @@ class RunGraphBuilder::Impl {
   // The last window of a run stays at full resolution.
   void keep_recent(Symbol run, RunState& st) {
     if (st.latest_step) {
-      for (const auto& rec : st.recent) {
-        if (rec->step > *st.latest_step - o_.failure_window_steps) rank_rows(st, *rec, rec->first_time_ns, "recent");
+      for (const auto& [rec, kept] : st.recent) {
+        if (!kept && rec->step > *st.latest_step - o_.failure_window_steps)
+          rank_rows(st, *rec, rec->first_time_ns, "recent");
       }
     }
     std::vector<Symbol> nodes;

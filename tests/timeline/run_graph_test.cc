@@ -294,6 +294,31 @@ TEST_CASE("measured step records: per-rank windows, and full resolution around a
   CHECK(all.graph.alerts[0].incident_id == "inc-a-10");
 }
 
+TEST_CASE(
+    "a failure window that reaches the run's end: its steps' rank rows once, the last window's others as recent") {
+  Collect out;
+  tl::RunGraphBuilder b(small_windows(), &out);
+  b.add(run_start("r", kT0, 2));
+  for (int64_t s = 1; s <= 20; ++s) {
+    b.add(step_record("r", s, kT0 + s * kSec));
+    if (s == 17) b.add(alert("r", 17, kT0 + s * kSec + 1));  // keeps steps 15 to 19 (and the run's last: 19, 20)
+  }
+  b.add(run_end("r", kT0 + 21 * kSec));
+  b.finish();
+  auto all = out.all();
+  std::map<int64_t, std::multiset<std::string>> kept;  // per step, one reason per rank row
+  for (const auto& r : all.metrics.rank_steps) kept[r.step].insert(r.kept_for);
+  std::set<int64_t> steps;
+  for (const auto& [s, why] : kept) steps.insert(s);
+  CHECK(steps == std::set<int64_t>{15, 16, 17, 18, 19, 20});
+  for (int64_t s = 15; s <= 19; ++s) {
+    CAPTURE(s);
+    CHECK(kept[s] == std::multiset<std::string>{"failure", "failure"});
+  }
+  CHECK(kept[20] == std::multiset<std::string>{"recent", "recent"});
+  CHECK(all.metrics.rank_steps.size() == 12);
+}
+
 TEST_CASE("a revision of an alert is a timeline entry marked with it, in the alert's incident, counted once") {
   Collect out;
   tl::RunGraphBuilder b(small_windows(), &out);
