@@ -104,20 +104,14 @@ struct View {
 
   Symbol node() const {
     Symbol s;
-    if (has(Gpu::F::node)) std::memcpy(&s, p + sizeof(uint32_t), sizeof s);
+    if (const int at = offset(present_at(p), Gpu::F::node); at >= 0) std::memcpy(&s, p + at, sizeof s);
     return s;
   }
   int32_t gpu() const {
     int32_t g = Gpu().gpu;
-    const size_t at = sizeof(uint32_t) + (has(Gpu::F::node) ? sizeof(Symbol) : 0);  // after the node, if any
-    if (has(Gpu::F::gpu)) std::memcpy(&g, p + at, sizeof g);
+    if (const int at = offset(present_at(p), Gpu::F::gpu); at >= 0) std::memcpy(&g, p + at, sizeof g);
     return g;
   }
-
- private:
-  bool has(Gpu::F f) const { return (present_at(p) >> static_cast<unsigned>(f)) & 1u; }
 };
-static_assert(static_cast<int>(Gpu::F::node) == 0 && static_cast<int>(Gpu::F::gpu) == 1,
-              "View reads node and GPU as the first fields");
 
 }  // namespace runlens::gpu_packed

@@ -1387,7 +1387,7 @@ class SqliteMetricRows final : public MetricRows {
     struct NodeRows {
       Symbol node;
       Symbol kept_for;
-      std::vector<GpuSampleLog::Entry> rows;
+      std::vector<GpuSampleLog::Entry> entries;
     };
     std::vector<NodeRows> by_node;
     SymbolIndex<std::vector<size_t>> groups_of;                        // node -> by_node indices
@@ -1408,7 +1408,7 @@ class SqliteMetricRows final : public MetricRows {
           by_node.push_back({node, kept_for, {}});
         }
       }
-      by_node[last].rows.push_back(g);
+      by_node[last].entries.push_back(g);
     });
     std::sort(by_node.begin(), by_node.end(), [](const NodeRows& x, const NodeRows& y) {
       int c = x.node.str().compare(y.node.str());
