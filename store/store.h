@@ -37,6 +37,7 @@
 #include "schema/alert.h"
 #include "schema/record.h"
 #include "store/gpu_sample_log.h"
+#include "store/rank_block.h"
 
 namespace runlens::store {
 
@@ -140,21 +141,6 @@ struct GraphBatch {
 
 // --- high-cardinality rows -------------------------------------------------------------
 
-// One rank's step at full resolution, kept inside failure windows and for the
-// most recent window of a run.
-struct RankStepRow {
-  std::string run_id;
-  int64_t step = 0;
-  int32_t rank = 0;
-  std::string node;
-  int32_t gpu = -1;
-  int64_t time_ns = 0;
-  double step_ms = 0, work_ms = 0;
-  std::optional<double> comm_ms, data_wait_ms;
-  double ratio_to_median = 0;  // work_ms / the step's median work
-  std::string kept_for;        // "failure" | "recent"
-};
-
 // One rank over a window of steps [first_step, last_step].
 struct RankWindowRow {
   std::string run_id;
@@ -210,7 +196,7 @@ struct RollupTier {
 
 struct MetricBatch {
   std::vector<std::string> replace_runs;
-  std::vector<RankStepRow> rank_steps;               // a step's ranks together; kept once (the first reason wins)
+  std::vector<RankStepBlock> rank_steps;             // a block a step; each step kept once (the first reason wins)
   std::vector<RankWindowRow> rank_windows;           // upserts (the whole window so far)
   std::vector<RankWindowRow> rank_window_additions;  // added to what is stored (steps that came late)
   GpuSampleLog gpu_samples;                          // each sample once (the writer sees to it), in time order per node

@@ -739,32 +739,25 @@ class RunGraphBuilder::Impl {
     st.windows.erase(it);
   }
 
+  // A step's ranks as one block of records (store/rank_block.h), written
+  // where they will lie: no row a rank.
   void rank_rows(RunState& st, const StepRecord& rec, int64_t t, const char* why) {
-    // A step's ranks at once, and a failure window's steps one after another:
-    // room for what a commit can take, not regrown step by step. A commit
-    // comes once the rows reach commit_rows, so the last step may pass it by
-    // all but one of its ranks (regrown, the batch had taken twice the room).
-    if (metrics_.rank_steps.capacity() == 0)
-      metrics_.rank_steps.reserve(static_cast<size_t>(std::max<int64_t>(0, o_.commit_rows - pending_) +
-                                                      static_cast<int64_t>(rec.ranks.size())));
-    for (size_t i = 0; i < rec.ranks.size(); ++i) {
+    if (rec.ranks.empty()) return;
+    store::RankStepBlock& block = metrics_.rank_steps.emplace_back();
+    block.run_id = st.row.run_id;
+    block.step = rec.step;
+    block.time_ns = t;
+    block.kept_for = why;
+    block.data.resize(rec.ranks.size() * store::rank_record::kBytes);
+    char* out = block.data.data();
+    for (size_t i = 0; i < rec.ranks.size(); ++i, out += store::rank_record::kBytes) {
       const Step& s = rec.ranks[i];
-      store::RankStepRow row;
-      row.run_id = st.row.run_id;
-      row.step = rec.step;
-      row.rank = s.rank;
-      if (s.rank >= 0 && static_cast<size_t>(s.rank) < st.placement.size()) {
-        row.node = st.placement[static_cast<size_t>(s.rank)].node.string();
-        row.gpu = st.placement[static_cast<size_t>(s.rank)].gpu;
-      }
-      row.time_ns = t;
-      row.step_ms = s.step_ms;
-      row.work_ms = rec.work_ms[i];
-      if (s.has(Step::F::comm_ms)) row.comm_ms = s.comm_ms;
-      if (s.has(Step::F::data_wait_ms)) row.data_wait_ms = s.data_wait_ms;
-      row.ratio_to_median = rec.ratio_to_median[i];
-      row.kept_for = why;
-      metrics_.rank_steps.push_back(std::move(row));
+      const int32_t gpu = s.rank >= 0 && static_cast<size_t>(s.rank) < st.placement.size()
+                              ? st.placement[static_cast<size_t>(s.rank)].gpu
+                              : -1;
+      store::rank_record::write(out, s.rank, gpu, s.step_ms, rec.work_ms[i],
+                                s.has(Step::F::comm_ms) ? &s.comm_ms : nullptr,
+                                s.has(Step::F::data_wait_ms) ? &s.data_wait_ms : nullptr, rec.ratio_to_median[i]);
     }
     count_row(static_cast<int64_t>(rec.ranks.size()));
     // A failure window (or a run's last window) is many steps of ranks: commit

@@ -466,37 +466,6 @@ T take(const char*& p) {
   return v;
 }
 
-// rank i32, gpu i32, presence u32 (1 comm_ms, 2 data_wait_ms), pad u32,
-// step_ms, work_ms, comm_ms, data_wait_ms, ratio_to_median f64.
-constexpr size_t kRankRecord = 4 * 4 + 5 * 8;
-
-void pack_rank(std::string* out, const RankStepRow& r) {
-  put<int32_t>(out, r.rank);
-  put<int32_t>(out, r.gpu);
-  put<uint32_t>(out, (r.comm_ms ? 1u : 0u) | (r.data_wait_ms ? 2u : 0u));
-  put<uint32_t>(out, 0);
-  put<double>(out, r.step_ms);
-  put<double>(out, r.work_ms);
-  put<double>(out, r.comm_ms.value_or(0));
-  put<double>(out, r.data_wait_ms.value_or(0));
-  put<double>(out, r.ratio_to_median);
-}
-
-RankStepRow unpack_rank(const char*& p) {
-  RankStepRow r;
-  r.rank = take<int32_t>(p);
-  r.gpu = take<int32_t>(p);
-  uint32_t present = take<uint32_t>(p);
-  take<uint32_t>(p);
-  r.step_ms = take<double>(p);
-  r.work_ms = take<double>(p);
-  double comm = take<double>(p), wait = take<double>(p);
-  if (present & 1u) r.comm_ms = comm;
-  if (present & 2u) r.data_wait_ms = wait;
-  r.ratio_to_median = take<double>(p);
-  return r;
-}
-
 // gpu i32, samples u32, then per field (util_pct, temp_c, power_w,
 // sm_clock_mhz, mem_used_bytes) n u32 and mean, min, max f32 (a rollup is a
 // summary: float precision is plenty, and it halves the largest table), then
@@ -1355,29 +1324,20 @@ class SqliteMetricRows final : public MetricRows {
       Query(db, "DELETE FROM rank_step_blocks WHERE run_id = ?").arg(run).run();
       Query(db, "DELETE FROM rank_windows WHERE run_id = ?").arg(run).run();
     }
-    // One block per step of a run: its ranks' rows are consecutive.
-    std::string data;
-    for (size_t i = 0; i < b.rank_steps.size();) {
-      const RankStepRow& head = b.rank_steps[i];
-      size_t j = i;
-      data.clear();
-      for (; j < b.rank_steps.size() && b.rank_steps[j].step == head.step &&
-             same_text(b.rank_steps[j].run_id, head.run_id);
-           ++j) {
-        pack_rank(&data, b.rank_steps[j]);
-      }
+    // One row per step of a run, its block as the timeline builder packed it.
+    for (const RankStepBlock& block : b.rank_steps) {
       Query(db,
             "INSERT OR IGNORE INTO rank_step_blocks (run_id, step, time_ns, kept_for, ranks, data) "
             "VALUES (?, ?, ?, ?, ?, ?)")
-          .arg(head.run_id)
-          .arg(head.step)
-          .arg(head.time_ns)
-          .arg(head.kept_for)
-          .arg(static_cast<int64_t>(j - i))
-          .blob(data)
+          .arg(block.run_id)
+          .arg(block.step)
+          .arg(block.time_ns)
+          .arg(block.kept_for)
+          .arg(static_cast<int64_t>(block.ranks()))
+          .blob(block.data)
           .run();
-      i = j;
     }
+    std::string data;  // a block's blob, its room reused
     // One block per node (and reason) of the batch, in time order, the blocks
     // in the order of (node name, reason). Samples are grouped by the node's
     // symbol (a batch holds a few hundred groups and a hundred thousand
@@ -1595,12 +1555,13 @@ class SqliteMetricRows final : public MetricRows {
     while (q.next() && static_cast<int64_t>(out.size()) < limit) {
       std::string_view data = q.blob(4);
       int64_t n = q.i64(3);
-      if (n < 0 || data.size() != static_cast<size_t>(n) * kRankRecord)
+      if (n < 0 || data.size() != static_cast<size_t>(n) * rank_record::kBytes)
         throw StoreError("store " + db_->path() + ": corrupt rank block");
       const char* p = data.data();
       std::string kept_for = q.text(2);
       for (int64_t i = 0; i < n && static_cast<int64_t>(out.size()) < limit; ++i) {
-        RankStepRow r = unpack_rank(p);
+        RankStepRow r = rank_record::read(p);
+        p += rank_record::kBytes;
         r.run_id = run_id;
         r.step = q.i64(0);
         r.time_ns = q.i64(1);
@@ -1621,14 +1582,14 @@ class SqliteMetricRows final : public MetricRows {
     while (q.next()) {
       std::string_view data = q.blob(4);
       int64_t n = q.i64(3);
-      if (n < 0 || data.size() != static_cast<size_t>(n) * kRankRecord)
+      if (n < 0 || data.size() != static_cast<size_t>(n) * rank_record::kBytes)
         throw StoreError("store " + db_->path() + ": corrupt rank block");
       for (int64_t i = 0; i < n; ++i) {
-        const char* p = data.data() + i * static_cast<int64_t>(kRankRecord);
+        const char* p = data.data() + i * static_cast<int64_t>(rank_record::kBytes);
         int32_t r = 0;
         std::memcpy(&r, p, sizeof r);
         if (r != rank) continue;
-        RankStepRow row = unpack_rank(p);
+        RankStepRow row = rank_record::read(p);
         row.run_id = run_id;
         row.step = q.i64(0);
         row.time_ns = q.i64(1);
@@ -1691,23 +1652,21 @@ class SqliteMetricRows final : public MetricRows {
             "ORDER BY step");
     q.arg(run_id).opt(range.from).opt(range.to).arg(kept_for);
     std::vector<RankStepRatios> out;
-    // rank at offset 0, ratio_to_median at offset 48 of each record (pack_rank).
-    constexpr size_t kRatioOffset = 4 * 4 + 4 * 8;
     while (q.next()) {
       std::string_view data = q.blob(3);
       int64_t n = q.i64(2);
-      if (n < 0 || data.size() != static_cast<size_t>(n) * kRankRecord)
+      if (n < 0 || data.size() != static_cast<size_t>(n) * rank_record::kBytes)
         throw StoreError("store " + db_->path() + ": corrupt rank block");
       RankStepRatios s;
       s.step = q.i64(0);
       s.kept_for = q.text(1);
       s.ranks.reserve(static_cast<size_t>(n));
       for (int64_t i = 0; i < n; ++i) {
-        const char* p = data.data() + i * static_cast<int64_t>(kRankRecord);
+        const char* p = data.data() + i * static_cast<int64_t>(rank_record::kBytes);
         int32_t rank = 0;
         double ratio = 0;
         std::memcpy(&rank, p, sizeof rank);
-        std::memcpy(&ratio, p + kRatioOffset, sizeof ratio);
+        std::memcpy(&ratio, p + rank_record::kRatioAt, sizeof ratio);
         s.ranks.emplace_back(rank, ratio);
       }
       out.push_back(std::move(s));

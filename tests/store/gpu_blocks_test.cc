@@ -266,7 +266,7 @@ TEST_CASE("blocks: one batch's rows go to a block per node and reason, and per r
       r.work_ms = r.step_ms;
       r.ratio_to_median = 1.0;
       r.kept_for = "failure";
-      mb.rank_steps.push_back(r);
+      store::append_row(mb.rank_steps, r);
     }
   }
   s.metrics->write(mb);
@@ -292,4 +292,64 @@ TEST_CASE("blocks: one batch's rows go to a block per node and reason, and per r
     REQUIRE(ranks.size() == 3);
     for (int32_t rank = 0; rank < 3; ++rank) CHECK(ranks[rank].step_ms == step_ms(k, rank));
   }
+}
+
+TEST_CASE("a rank's record: every field back as written, the ratio where the store's ratio reader looks") {
+  const double comm = 12.5, wait = 3.25;
+  for (int present = 0; present < 4; ++present) {
+    CAPTURE(present);
+    store::RankStepRow r;
+    r.rank = 713;
+    r.gpu = 5;
+    r.step_ms = 2100.5;
+    r.work_ms = 1900.25;
+    if (present & 1) r.comm_ms = comm;
+    if (present & 2) r.data_wait_ms = wait;
+    r.ratio_to_median = 1.75;
+    char bytes[store::rank_record::kBytes];
+    store::rank_record::write(bytes, r);
+    const store::RankStepRow back = store::rank_record::read(bytes);
+    CHECK(back.rank == 713);
+    CHECK(back.gpu == 5);
+    CHECK(back.step_ms == 2100.5);
+    CHECK(back.work_ms == 1900.25);
+    CHECK(back.comm_ms == r.comm_ms);
+    CHECK(back.data_wait_ms == r.data_wait_ms);
+    CHECK(back.ratio_to_median == 1.75);
+    double ratio = 0;
+    std::memcpy(&ratio, bytes + store::rank_record::kRatioAt, sizeof ratio);
+    CHECK(ratio == 1.75);
+  }
+}
+
+TEST_CASE("rank rows appended to blocks: a block a step of a run, rows back in order") {
+  std::vector<store::RankStepBlock> blocks;
+  for (const char* run : {"run-a", "run-b"}) {
+    for (int64_t step : {7, 8}) {
+      for (int32_t rank = 0; rank < 3; ++rank) {
+        store::RankStepRow r;
+        r.run_id = run;
+        r.step = step;
+        r.rank = rank;
+        r.time_ns = step * 1000;
+        r.step_ms = static_cast<double>(step * 10 + rank);
+        r.kept_for = "failure";
+        store::append_row(blocks, r);
+      }
+    }
+  }
+  REQUIRE(blocks.size() == 4);
+  CHECK(blocks[1].run_id == "run-a");
+  CHECK(blocks[1].step == 8);
+  CHECK(blocks[2].run_id == "run-b");
+  CHECK(blocks[2].ranks() == 3);
+  const auto rows = store::rows_of(blocks);
+  REQUIRE(rows.size() == 12);
+  CHECK(rows[4].run_id == "run-a");
+  CHECK(rows[4].step == 8);
+  CHECK(rows[4].rank == 1);
+  CHECK(rows[4].step_ms == 81);
+  CHECK(rows[4].time_ns == 8000);
+  CHECK(rows[11].run_id == "run-b");
+  CHECK(rows[11].kept_for == "failure");
 }

@@ -134,7 +134,7 @@ TEST_CASE("migration: a version-1 store opens at the current version with its ro
     r.work_ms = rank ? 2100 : 1000;
     r.ratio_to_median = rank ? 2.1 : 1.0;
     r.kept_for = "failure";
-    mb.rank_steps.push_back(r);
+    store::append_row(mb.rank_steps, r);
   }
   store::RankWindowRow w;
   w.run_id = "old-run";

@@ -278,16 +278,23 @@ TEST_CASE("measured step records: per-rank windows, and full resolution around a
   }
   // Rank rows: the failure window (steps 8 to 12) and the run's last window (19, 20), each step's ranks.
   std::map<int64_t, std::set<std::string>> kept;
-  for (const auto& r : all.metrics.rank_steps) {
+  for (const auto& r : store::rows_of(all.metrics.rank_steps)) {
     kept[r.step].insert(r.kept_for);
     if (r.rank == 1) CHECK(r.ratio_to_median == doctest::Approx(200.0 / 150));
+    CHECK(r.run_id == "r");
+    CHECK(r.gpu == r.rank);  // from the run's placement
+    CHECK(r.step_ms == (r.rank == 0 ? 100 : 200));
+    CHECK(r.work_ms == r.step_ms);
+    CHECK(r.time_ns == kT0 + r.step * kSec);
+    CHECK_FALSE(r.comm_ms);
+    CHECK_FALSE(r.data_wait_ms);
   }
   std::set<int64_t> steps;
   for (const auto& [s, why] : kept) steps.insert(s);
   CHECK(steps == std::set<int64_t>{8, 9, 10, 11, 12, 19, 20});
   CHECK(kept[10] == std::set<std::string>{"failure"});
   CHECK(kept[20] == std::set<std::string>{"recent"});
-  CHECK(all.metrics.rank_steps.size() == 14);
+  CHECK(store::rows_of(all.metrics.rank_steps).size() == 14);
   REQUIRE(all.graph.incidents.size() >= 1);
   CHECK(all.graph.incidents.back().incident_id == "inc-a-10");
   CHECK(all.graph.alerts.size() == 1);
@@ -307,7 +314,7 @@ TEST_CASE(
   b.finish();
   auto all = out.all();
   std::map<int64_t, std::multiset<std::string>> kept;  // per step, one reason per rank row
-  for (const auto& r : all.metrics.rank_steps) kept[r.step].insert(r.kept_for);
+  for (const auto& r : store::rows_of(all.metrics.rank_steps)) kept[r.step].insert(r.kept_for);
   std::set<int64_t> steps;
   for (const auto& [s, why] : kept) steps.insert(s);
   CHECK(steps == std::set<int64_t>{15, 16, 17, 18, 19, 20});
@@ -316,7 +323,44 @@ TEST_CASE(
     CHECK(kept[s] == std::multiset<std::string>{"failure", "failure"});
   }
   CHECK(kept[20] == std::multiset<std::string>{"recent", "recent"});
-  CHECK(all.metrics.rank_steps.size() == 12);
+  CHECK(store::rows_of(all.metrics.rank_steps).size() == 12);
+}
+
+TEST_CASE("a kept step's block: each rank's fields as measured, a rank without a placement on no GPU") {
+  Collect out;
+  tl::RunGraphBuilder b(small_windows(), &out);
+  b.add(run_start("r", kT0, 2));
+  for (int64_t s = 1; s <= 3; ++s) {
+    Record r = step_record("r", s, kT0 + s * kSec);
+    auto rec = std::make_shared<StepRecord>(r.step_record());
+    rec->ranks[0].comm_ms = 7.5;
+    rec->ranks[0].set_present(Step::F::comm_ms);
+    rec->ranks[1].data_wait_ms = 3.25;
+    rec->ranks[1].set_present(Step::F::data_wait_ms);
+    rec->ranks[1].rank = 5;  // not in the run's placement of two ranks
+    r.body = std::shared_ptr<const StepRecord>(rec);
+    b.add(r);
+  }
+  b.add(run_end("r", kT0 + 4 * kSec));
+  b.finish();
+  auto all = out.all();
+  REQUIRE(all.metrics.rank_steps.size() == 2);  // the run's last window (steps 2 and 3): a block a step
+  for (const auto& block : all.metrics.rank_steps) {
+    CAPTURE(block.step);
+    CHECK(block.kept_for == "recent");
+    REQUIRE(block.ranks() == 2);
+    const auto rows = block.rows();
+    CHECK(rows[0].rank == 0);
+    CHECK(rows[0].gpu == 0);
+    CHECK(rows[0].comm_ms == 7.5);
+    CHECK_FALSE(rows[0].data_wait_ms);
+    CHECK(rows[1].rank == 5);
+    CHECK(rows[1].gpu == -1);
+    CHECK_FALSE(rows[1].comm_ms);
+    CHECK(rows[1].data_wait_ms == 3.25);
+    CHECK(rows[1].work_ms == 200);
+    CHECK(rows[1].ratio_to_median == doctest::Approx(200.0 / 150));
+  }
 }
 
 TEST_CASE("a revision of an alert is a timeline entry marked with it, in the alert's incident, counted once") {
@@ -357,7 +401,7 @@ TEST_CASE("a revision of an alert is a timeline entry marked with it, in the ale
   CHECK(all.graph.incidents.back().alert_count == 1);  // a revision is no new alert
   // Nor does it open a failure window of its own: rank rows around step 10 (8..12) and the end, none around 14.
   std::set<int64_t> steps;
-  for (const auto& r : all.metrics.rank_steps) steps.insert(r.step);
+  for (const auto& r : store::rows_of(all.metrics.rank_steps)) steps.insert(r.step);
   CHECK(steps == std::set<int64_t>{8, 9, 10, 11, 12, 19, 20});
 }
 
