@@ -101,6 +101,7 @@ struct RunState {
 struct Own {
   int32_t rank = 0;
   double before = 0, after = 0, se = 0;
+  bool may_have_risen = true;  // false: its baseline is certainly above after - min_rank_change (before not found)
 };
 
 // The change point of `xs` (ascending steps, 0 before the change) rising
@@ -268,14 +269,23 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
   // median rank's level.
   std::vector<Own> changed_ranks(const StepRecord& rec, const RunState& st, int64_t onset) {
     own_.clear();
+    const double min_change = std::log1p(o_.min_rank_change);
     for (const Step& s : rec.ranks) {
       const std::deque<Point>* ring = st.ranks.find(s.rank);
       if (!ring || ring->empty() || ring->back().step != rec.step) continue;
       if (!split_at(*ring, onset)) continue;
       Own o;
       o.rank = s.rank;
-      o.before = median_in_place(pre_);
       o.after = median_in_place(post_);
+      // Most ranks did not change at all: their baseline's median lies above
+      // after - min_change, so d < min_change below, and a count shows it
+      // without selecting the median. The margin keeps the skip to ranks that
+      // the subtraction below would skip too, whatever its rounding.
+      const double certainly_not = o.after - min_change + 1e-9 * (1 + std::abs(o.after));
+      if (median_certainly_above(pre_, certainly_not))
+        o.may_have_risen = false;
+      else
+        o.before = median_in_place(pre_);
       own_.push_back(o);
     }
     std::vector<Own> changed;
@@ -283,10 +293,10 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
     levels_.clear();
     for (const Own& o : own_) levels_.push_back(o.after);
     const double median_level = median_in_place(levels_);
-    const double min_change = std::log1p(o_.min_rank_change);
     const double straggler = std::log(o_.straggler_ratio);
     for (Own& o : own_) {
       if (o.after - median_level >= straggler) continue;  // the straggler operator's
+      if (!o.may_have_risen) continue;
       double d = o.after - o.before;
       if (d < min_change) continue;
       // Its noise, only for a rank that rose enough to need it (most do not):

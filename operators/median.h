@@ -83,6 +83,18 @@ inline double median_in_place(std::vector<double>& v) {
   return (*std::max_element(v.begin(), mid) + *mid) / 2;
 }
 
+// Whether median_in_place(v) would be above `t`, where a count can tell:
+// more than half of the values are above it, so both middle values are, and
+// so is their mean (the mean of two values is never below the lower, however
+// it rounds). False where the count cannot tell (the median may still be
+// above: only the selection would say). One pass of comparisons, no
+// selection, `v` untouched.
+inline bool median_certainly_above(const std::vector<double>& v, double t) {
+  size_t above = 0;
+  for (double x : v) above += x > t ? 1 : 0;
+  return above >= v.size() / 2 + 1;
+}
+
 // The lower median of `v` (the lower of the two middle values when their
 // number is even: a value of `v`), by selection; reorders `v`, which must not
 // be empty.

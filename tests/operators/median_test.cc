@@ -10,6 +10,7 @@
 #include <vector>
 
 using runlens::ops::lower_median_in_place;
+using runlens::ops::median_certainly_above;
 using runlens::ops::median_in_place;
 using runlens::ops::select_nth;
 
@@ -90,4 +91,32 @@ TEST_CASE("the medians: mean of the middle two, and the lower one") {
   std::vector<double> copy = big;
   CHECK(median_in_place(copy) == (sorted[511] + sorted[512]) / 2);
   CHECK(lower_median_in_place(big) == sorted[511]);
+}
+
+TEST_CASE("a median certainly above a value: never where the median is not, and whenever more than half are") {
+  std::mt19937_64 rng(11);
+  std::uniform_int_distribution<int> len(1, 60), small(0, 6);
+  int told = 0, not_told = 0;
+  for (int round = 0; round < 20000; ++round) {
+    // Few distinct values, so that thresholds fall on and between them.
+    std::vector<double> v(static_cast<size_t>(len(rng)));
+    for (auto& x : v) x = 7.0 + 0.25 * small(rng);
+    const double t = 7.0 + 0.125 * small(rng) * 2 + (round % 3 == 0 ? 0.125 : 0);
+    const bool certain = median_certainly_above(v, t);
+    std::vector<double> copy = v;
+    const double median = median_in_place(copy);
+    size_t above = 0;
+    for (double x : v) above += x > t ? 1 : 0;
+    CAPTURE(v.size());
+    CAPTURE(t);
+    CAPTURE(median);
+    if (certain) CHECK(median > t);
+    CHECK(certain == (above > v.size() / 2));
+    (certain ? told : not_told) += 1;
+  }
+  CHECK(told > 1000);
+  CHECK(not_told > 1000);
+  // Two middle values on either side of t: the mean is above, the count cannot tell.
+  CHECK_FALSE(median_certainly_above({1, 2, 10, 11}, 5));
+  CHECK(median_certainly_above({1, 9, 10, 11}, 5));
 }
