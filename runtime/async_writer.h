@@ -16,6 +16,14 @@
 //  - Bound: at most `capacity` batches wait; push() blocks while that many are
 //    queued (backpressure: the sink, and so its inputs, slow down to the
 //    writer's pace). Nothing is ever dropped while writes succeed.
+//  - Help: where a `prepare` is given, the sink's thread does it while it
+//    would otherwise only wait (push() on a full queue, drain(), close()):
+//    to its own batch, then to each queued batch nobody has prepared, the
+//    newest first (the writer takes the oldest). It is the part of a write
+//    that a batch alone decides (encoding it), so that the writer's thread
+//    has the rest to do. The writer never takes a batch while the sink
+//    prepares it; `write` does whatever was not prepared. A prepare that
+//    throws leaves the batch to `write` as it is.
 //  - Deferral: push_deferred(b, deadline) hands over a batch that may wait
 //    until `deadline`: the next batch handed over is merged into it (`merge`,
 //    in order), and the writer writes it by itself once the deadline passes,
@@ -31,6 +39,7 @@
 //    failing pipeline must not throw from its destructor).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -57,11 +66,14 @@ class AsyncWriter {
   // Appends `next` to `into` (both the sink's, on the sink's thread); false
   // when the two must be written apart.
   using Merge = std::function<bool(Batch& into, Batch& next)>;
+  // Does ahead, on the sink's thread, what of a write needs only the batch.
+  using Prepare = std::function<void(Batch&)>;
 
   struct Options {
     size_t capacity = 2;  // batches that may wait for the writer
     Write write;
     Merge merge;                         // needed by push_deferred() only
+    Prepare prepare;                     // optional: the sink helps while it would wait
     WriterCounters* counters = nullptr;  // the node's (NodeCounters::writer); null: the writer's own
   };
 
@@ -118,6 +130,7 @@ class AsyncWriter {
     check();
     std::unique_lock l(mu_);
     queue_deferred_locked();
+    help_locked(l, [] { return false; });
     cv_.wait(l, [&] { return (queue_.empty() && !writing_) || error_; });
     if (error_) std::rethrow_exception(error_);
   }
@@ -135,6 +148,7 @@ class AsyncWriter {
       std::unique_lock l(mu_);
       if (!closed_) {
         queue_deferred_locked();
+        help_locked(l, [] { return false; });
         cv_.wait(l, [&] { return (queue_.empty() && !writing_) || error_; });
         stop_ = true;
         closed_ = true;
@@ -160,16 +174,51 @@ class AsyncWriter {
   void enqueue(Batch b) {
     std::unique_lock l(mu_);
     RUNLENS_CHECK(!closed_, "a batch handed to a closed writer");
+    bool prepared = false;
     if (queue_.size() >= o_.capacity && !error_) {
       counters_->waits.fetch_add(1, std::memory_order_relaxed);
+      if (o_.prepare) {
+        l.unlock();
+        prepare(b);
+        l.lock();
+        prepared = true;
+      }
+      help_locked(l, [&] { return queue_.size() < o_.capacity; });
       cv_.wait(l, [&] { return queue_.size() < o_.capacity || error_; });
     }
     if (error_) std::rethrow_exception(error_);
-    push_locked(std::move(b));
+    push_locked(std::move(b), prepared);
   }
 
-  void push_locked(Batch b) {
-    queue_.push_back(std::move(b));
+  void prepare(Batch& b) {
+    try {
+      o_.prepare(b);
+    } catch (...) {  // the write does it, and reports what fails
+    }
+  }
+
+  // The sink's help while it waits (`l` holds mu_): prepares the queued
+  // batches nobody has, the newest first, until none is left or `enough`
+  // holds. A batch being prepared stays where it is (the writer waits for
+  // it), and a deque's other elements stay put as the writer pops the front.
+  template <class Enough>
+  void help_locked(std::unique_lock<std::mutex>& l, Enough enough) {
+    if (!o_.prepare) return;
+    while (!enough() && !error_) {
+      auto it = std::find_if(queue_.rbegin(), queue_.rend(), [](const Entry& e) { return !e.prepared; });
+      if (it == queue_.rend()) return;
+      Entry& e = *it;
+      e.prepared = e.preparing = true;
+      l.unlock();
+      prepare(e.batch);
+      l.lock();
+      e.preparing = false;
+      cv_.notify_all();  // a writer waiting for this batch
+    }
+  }
+
+  void push_locked(Batch b, bool prepared = false) {
+    queue_.push_back(Entry{std::move(b), prepared, false});
     counters_->queued.fetch_add(1, std::memory_order_relaxed);
     uint64_t n = queue_.size(), cur = counters_->peak.load(std::memory_order_relaxed);
     while (n > cur && !counters_->peak.compare_exchange_weak(cur, n, std::memory_order_relaxed)) {
@@ -190,7 +239,11 @@ class AsyncWriter {
     for (;;) {
       if (deferred_ && Clock::now() >= deferred_deadline_) queue_deferred_locked();
       if (!queue_.empty()) {
-        Batch b = std::move(queue_.front());
+        if (queue_.front().preparing) {  // the sink is on it: wait for it to finish
+          cv_.wait(l);
+          continue;
+        }
+        Batch b = std::move(queue_.front().batch);
         queue_.pop_front();
         if (error_) {  // after a failure nothing more is written
           cv_.notify_all();
@@ -230,7 +283,12 @@ class AsyncWriter {
   WriterCounters* counters_;
   std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
-  std::deque<Batch> queue_;
+  struct Entry {
+    Batch batch;
+    bool prepared = false;   // prepare() done or under way
+    bool preparing = false;  // the sink is preparing it now: the writer must not take it
+  };
+  std::deque<Entry> queue_;
   std::optional<Batch> deferred_;
   Clock::time_point deferred_deadline_{};
   bool writing_ = false, stop_ = false, closed_ = false;

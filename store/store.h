@@ -194,6 +194,13 @@ struct RollupTier {
   int64_t retention_ns = 0;
 };
 
+// What a backend made of a MetricBatch ahead of its write (MetricRows::
+// prepare), on a thread other than its writer's; the backend's own, opaque to
+// everyone else.
+struct PreparedRows {
+  virtual ~PreparedRows() = default;
+};
+
 struct MetricBatch {
   std::vector<std::string> replace_runs;
   std::vector<RankStepBlock> rank_steps;             // a block a step; each step kept once (the first reason wins)
@@ -203,6 +210,9 @@ struct MetricBatch {
   std::vector<GpuRollupRow> gpu_rollups;             // upserts
   std::vector<NodeRollupRow> node_rollups;           // upserts
   std::vector<RollupTier> prune;                     // apply these tiers' retention after writing
+  // MetricRows::prepare's, made from the rows above as they are now (none:
+  // the write makes what it needs itself). Whoever changes the rows drops it.
+  std::shared_ptr<const PreparedRows> prepared;
   bool empty() const {
     return replace_runs.empty() && rank_steps.empty() && rank_windows.empty() && rank_window_additions.empty() &&
            gpu_samples.empty() && gpu_rollups.empty() && node_rollups.empty() && prune.empty();
@@ -311,6 +321,11 @@ class MetricRows {
  public:
   virtual ~MetricRows() = default;
   virtual void write(const MetricBatch& batch) = 0;
+  // The part of write()'s work that needs only the batch (encoding its
+  // blocks), done ahead on the calling thread: write() then uses it. Safe on
+  // any thread while another writes (it touches no store); none where a
+  // backend has nothing to prepare.
+  virtual std::shared_ptr<const PreparedRows> prepare(const MetricBatch&) const { return nullptr; }
 
   // Per rank over the windows that overlap `range` (the whole run when open).
   virtual std::vector<RankSummary> rank_summaries(const std::string& run_id, StepRange range) = 0;

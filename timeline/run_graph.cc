@@ -81,6 +81,7 @@ void fold_open(Batch& b) {
   append(b.metrics.rank_windows, b.open->rank_windows);
   append(b.metrics.gpu_rollups, b.open->gpu_rollups);
   append(b.metrics.node_rollups, b.open->node_rollups);
+  b.metrics.prepared.reset();  // made from fewer rows
   b.open.reset();
 }
 
@@ -112,6 +113,7 @@ bool merge_batches(Batch& into, Batch& next) {
   append(g.steps, n.steps);
   store::MetricBatch& m = into.metrics;
   store::MetricBatch& x = next.metrics;
+  m.prepared.reset();  // made from fewer rows
   append(m.rank_steps, x.rank_steps);
   append(m.rank_windows, x.rank_windows);
   append(m.rank_window_additions, x.rank_window_additions);

@@ -1312,9 +1312,103 @@ std::vector<LineageNode> SqliteRunGraph::lineage(const std::string& id) {
 
 // --- high-cardinality rows -------------------------------------------------------------
 
+// What a batch's GPU samples and rollups become in the store, made from the
+// batch alone (no connection): the blocks to insert, in the order they are
+// inserted. The writer makes them itself, unless the sink made them already
+// on its own thread while the writer was behind (MetricRows::prepare).
+struct SqliteBlocks final : PreparedRows {
+  struct GpuBlock {
+    Symbol node, kept_for;
+    int64_t first_ns = 0, last_ns = 0, samples = 0;
+    std::string data;  // encoding kGpuCompact
+  };
+  // A tier's bucket of a node: the batch's rows of it (indices into
+  // MetricBatch::gpu_rollups; the last of a GPU's wins), by GPU, packed.
+  struct RollupBlock {
+    int64_t resolution_ns = 0, bucket_ns = 0;
+    std::vector<size_t> rows;
+    std::string data;
+  };
+  std::vector<GpuBlock> gpu;
+  std::vector<RollupBlock> rollups;
+};
+
+std::shared_ptr<const SqliteBlocks> make_blocks(const MetricBatch& b) {
+  auto out = std::make_shared<SqliteBlocks>();
+  // One block per node (and reason) of the batch, in time order, the blocks
+  // in the order of (node name, reason). Samples are grouped by the node's
+  // symbol (a batch holds a few hundred groups and a hundred thousand
+  // samples; the samples of one node mostly come together), and only the
+  // groups are sorted by name. A group's samples are encoded where they lie
+  // in the batch's log, never unpacked (sqlite::pack_gpu_compact).
+  struct NodeRows {
+    Symbol node;
+    Symbol kept_for;
+    std::vector<GpuSampleLog::Entry> entries;
+  };
+  std::vector<NodeRows> by_node;
+  SymbolIndex<std::vector<size_t>> groups_of;                        // node -> by_node indices
+  std::unordered_map<uint32_t, std::vector<size_t>> more_groups_of;  // nodes without a slot there
+  size_t last = SIZE_MAX;
+  b.gpu_samples.for_each([&](const GpuSampleLog::Entry& g) {
+    const Symbol node = g.node(), kept_for = g.kept_for();
+    if (last == SIZE_MAX || by_node[last].node != node || by_node[last].kept_for != kept_for) {
+      last = SIZE_MAX;
+      std::vector<size_t>* slot = groups_of.slot(node);
+      auto& candidates = slot ? *slot : more_groups_of[node.id()];
+      for (size_t i : candidates) {
+        if (by_node[i].kept_for == kept_for) last = i;
+      }
+      if (last == SIZE_MAX) {
+        last = by_node.size();
+        candidates.push_back(last);
+        by_node.push_back({node, kept_for, {}});
+      }
+    }
+    by_node[last].entries.push_back(g);
+  });
+  std::sort(by_node.begin(), by_node.end(), [](const NodeRows& x, const NodeRows& y) {
+    int c = x.node.str().compare(y.node.str());
+    return c != 0 ? c < 0 : x.kept_for.str() < y.kept_for.str();
+  });
+  auto earlier = [](const GpuSampleLog::Entry& x, const GpuSampleLog::Entry& y) { return x.time_ns() < y.time_ns(); };
+  out->gpu.reserve(by_node.size());
+  for (auto& [node, kept_for, entries] : by_node) {
+    if (!std::is_sorted(entries.begin(), entries.end(), earlier))
+      std::stable_sort(entries.begin(), entries.end(), earlier);
+    SqliteBlocks::GpuBlock& g = out->gpu.emplace_back();
+    g.node = node;
+    g.kept_for = kept_for;
+    g.first_ns = entries.front().time_ns();
+    g.last_ns = entries.back().time_ns();
+    g.samples = static_cast<int64_t>(entries.size());
+    sqlite::pack_gpu_compact(&g.data, entries);
+  }
+  // One block per tier, node and bucket, its GPUs in order.
+  std::map<std::tuple<int64_t, std::string_view, int64_t>, std::map<int32_t, size_t>> buckets;
+  for (size_t i = 0; i < b.gpu_rollups.size(); ++i) {
+    const GpuRollupRow& r = b.gpu_rollups[i];
+    buckets[{r.resolution_ns, r.node, r.bucket_ns}][r.gpu] = i;
+  }
+  out->rollups.reserve(buckets.size());
+  for (const auto& [key, gpus] : buckets) {
+    SqliteBlocks::RollupBlock& block = out->rollups.emplace_back();
+    block.resolution_ns = std::get<0>(key);
+    block.bucket_ns = std::get<2>(key);
+    block.rows.reserve(gpus.size());
+    for (const auto& [gpu, i] : gpus) {
+      block.rows.push_back(i);
+      pack_rollup(&block.data, b.gpu_rollups[i]);
+    }
+  }
+  return out;
+}
+
 class SqliteMetricRows final : public MetricRows {
  public:
   explicit SqliteMetricRows(std::shared_ptr<Db> db) : db_(std::move(db)) {}
+
+  std::shared_ptr<const PreparedRows> prepare(const MetricBatch& b) const override { return make_blocks(b); }
 
   void write(const MetricBatch& b) override {
     if (b.empty()) return;
@@ -1337,57 +1431,22 @@ class SqliteMetricRows final : public MetricRows {
           .blob(block.data)
           .run();
     }
-    std::string data;  // a block's blob, its room reused
-    // One block per node (and reason) of the batch, in time order, the blocks
-    // in the order of (node name, reason). Samples are grouped by the node's
-    // symbol (a batch holds a few hundred groups and a hundred thousand
-    // samples; the samples of one node mostly come together), and only the
-    // groups are sorted by name. A group's samples are encoded where they lie
-    // in the batch's log, never unpacked (sqlite::pack_gpu_compact).
-    struct NodeRows {
-      Symbol node;
-      Symbol kept_for;
-      std::vector<GpuSampleLog::Entry> entries;
-    };
-    std::vector<NodeRows> by_node;
-    SymbolIndex<std::vector<size_t>> groups_of;                        // node -> by_node indices
-    std::unordered_map<uint32_t, std::vector<size_t>> more_groups_of;  // nodes without a slot there
-    size_t last = SIZE_MAX;
-    b.gpu_samples.for_each([&](const GpuSampleLog::Entry& g) {
-      const Symbol node = g.node(), kept_for = g.kept_for();
-      if (last == SIZE_MAX || by_node[last].node != node || by_node[last].kept_for != kept_for) {
-        last = SIZE_MAX;
-        std::vector<size_t>* slot = groups_of.slot(node);
-        auto& candidates = slot ? *slot : more_groups_of[node.id()];
-        for (size_t i : candidates) {
-          if (by_node[i].kept_for == kept_for) last = i;
-        }
-        if (last == SIZE_MAX) {
-          last = by_node.size();
-          candidates.push_back(last);
-          by_node.push_back({node, kept_for, {}});
-        }
-      }
-      by_node[last].entries.push_back(g);
-    });
-    std::sort(by_node.begin(), by_node.end(), [](const NodeRows& x, const NodeRows& y) {
-      int c = x.node.str().compare(y.node.str());
-      return c != 0 ? c < 0 : x.kept_for.str() < y.kept_for.str();
-    });
-    auto earlier = [](const GpuSampleLog::Entry& x, const GpuSampleLog::Entry& y) { return x.time_ns() < y.time_ns(); };
-    for (auto& [node, kept_for, entries] : by_node) {
-      if (!std::is_sorted(entries.begin(), entries.end(), earlier))
-        std::stable_sort(entries.begin(), entries.end(), earlier);
-      sqlite::pack_gpu_compact(&data, entries);
+    std::shared_ptr<const SqliteBlocks> made;
+    const SqliteBlocks* blocks = dynamic_cast<const SqliteBlocks*>(b.prepared.get());
+    if (!blocks) {
+      made = make_blocks(b);
+      blocks = made.get();
+    }
+    for (const SqliteBlocks::GpuBlock& g : blocks->gpu) {
       Query(db,
             "INSERT OR IGNORE INTO gpu_sample_blocks (node, first_ns, last_ns, kept_for, samples, data, encoding) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)")
-          .arg_text(node.str())
-          .arg(entries.front().time_ns())
-          .arg(entries.back().time_ns())
-          .arg_text(kept_for.str())
-          .arg(static_cast<int64_t>(entries.size()))
-          .blob(data)
+          .arg_text(g.node.str())
+          .arg(g.first_ns)
+          .arg(g.last_ns)
+          .arg_text(g.kept_for.str())
+          .arg(g.samples)
+          .blob(g.data)
           .arg(sqlite::kGpuCompact)
           .run();
     }
@@ -1434,26 +1493,23 @@ class SqliteMetricRows final : public MetricRows {
     // already stored (a bucket shown while open, GPUs of the node that closed
     // it in an earlier batch, or another writer's rows of the node) is read,
     // merged GPU by GPU and replaced.
-    std::map<std::tuple<int64_t, std::string_view, int64_t>, std::map<int32_t, const GpuRollupRow*>> buckets;
-    for (const auto& r : b.gpu_rollups) buckets[{r.resolution_ns, r.node, r.bucket_ns}][r.gpu] = &r;
-    for (const auto& [key, gpus] : buckets) {
-      const auto& [res, node, bucket] = key;
-      data.clear();
-      for (const auto& [gpu, row] : gpus) pack_rollup(&data, *row);
+    std::string data;
+    for (const SqliteBlocks::RollupBlock& block : blocks->rollups) {
+      const std::string& node = b.gpu_rollups[block.rows.front()].node;
       Query(db,
             "INSERT INTO gpu_rollups (resolution_ns, node, bucket_ns, gpus, data) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING")
-          .arg(res)
+          .arg(block.resolution_ns)
           .arg_text(node)
-          .arg(bucket)
-          .arg(static_cast<int64_t>(gpus.size()))
-          .blob(data)
+          .arg(block.bucket_ns)
+          .arg(static_cast<int64_t>(block.rows.size()))
+          .blob(block.data)
           .run();
       if (db.changes() > 0) continue;
       std::map<int32_t, GpuRollupRow> merged;
       {
         Query old(db, "SELECT gpus, data FROM gpu_rollups WHERE resolution_ns = ? AND node = ? AND bucket_ns = ?");
-        old.arg(res).arg_text(node).arg(bucket);
+        old.arg(block.resolution_ns).arg_text(node).arg(block.bucket_ns);
         if (old.next()) {
           std::string_view bytes = old.blob(1);
           if (bytes.size() != static_cast<size_t>(old.i64(0)) * kRollupRecord) db.fail("corrupt rollup block");
@@ -1465,14 +1521,14 @@ class SqliteMetricRows final : public MetricRows {
         }
       }
       data.clear();
-      for (const auto& [gpu, row] : gpus) merged[gpu] = *row;
+      for (size_t i : block.rows) merged[b.gpu_rollups[i].gpu] = b.gpu_rollups[i];
       for (const auto& [gpu, row] : merged) pack_rollup(&data, row);
       Query(db, "UPDATE gpu_rollups SET gpus = ?, data = ? WHERE resolution_ns = ? AND node = ? AND bucket_ns = ?")
           .arg(static_cast<int64_t>(merged.size()))
           .blob(data)
-          .arg(res)
+          .arg(block.resolution_ns)
           .arg_text(node)
-          .arg(bucket)
+          .arg(block.bucket_ns)
           .run();
     }
     for (const auto& r : b.node_rollups) {

@@ -31,9 +31,12 @@ struct Disk {
   bool open = true;  // writes pass
   int fail_at = -1;  // the write (0-based) that throws
   int attempts = 0;
+  int entered = 0;  // writes begun (held or not)
 
   void write(Batch& b) {
     std::unique_lock l(mu);
+    ++entered;
+    cv.notify_all();
     cv.wait(l, [&] { return open; });
     if (attempts++ == fail_at) throw std::runtime_error("disk full at batch " + std::to_string(b.front()));
     written.push_back(b);
@@ -51,6 +54,11 @@ struct Disk {
   std::vector<Batch> snapshot() {
     std::lock_guard l(mu);
     return written;
+  }
+  // Until the writer's thread has taken n batches (and waits on the gate, if held).
+  bool wait_entered(int n, std::chrono::milliseconds limit = 5s) {
+    std::unique_lock l(mu);
+    return cv.wait_for(l, limit, [&] { return entered >= n; });
   }
   bool wait_written(size_t n, std::chrono::milliseconds limit = 5s) {
     std::unique_lock l(mu);
@@ -230,6 +238,122 @@ TEST_CASE("drain waits until every batch handed over is written") {
     CHECK(written.back() == Batch{100 + round});
   }
   w.close();
+}
+
+// A batch prepared carries this mark at its end (what `prepare` does here).
+constexpr int kPrepared = 1000000;
+
+// Which batches were prepared, in order, and on which thread.
+struct Preparations {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<int> order;  // each batch's first value
+  std::vector<std::thread::id> threads;
+  int hold_first = -1;  // a batch whose preparation waits for `go`
+  bool go = false;
+  bool holding = false;
+
+  void prepare(Batch& b) {
+    std::unique_lock l(mu);
+    if (b.front() == hold_first) {
+      holding = true;
+      cv.notify_all();
+      cv.wait(l, [&] { return go; });
+    }
+    order.push_back(b.front());
+    threads.push_back(std::this_thread::get_id());
+    b.push_back(kPrepared);
+  }
+};
+
+TEST_CASE("a sink that waits for room prepares its batch, then the queued ones newest first; the writer writes them") {
+  Disk disk;
+  disk.hold();
+  Preparations prep;
+  auto o = options(disk, 2);
+  o.prepare = [&](Batch& b) { prep.prepare(b); };
+  Writer w(std::move(o));
+  w.push({1});
+  // The writer takes batch 1 and waits on the disk; 2 and 3 wait in the queue.
+  REQUIRE(disk.wait_entered(1));
+  w.push({2});
+  w.push({3});
+  std::thread::id sink_id;
+  std::thread sink([&] {
+    sink_id = std::this_thread::get_id();
+    w.push({4});  // full: prepares 4, then 3 and 2 (or 3 alone, should 2's write start), then waits
+  });
+  std::this_thread::sleep_for(100ms);
+  disk.release();
+  sink.join();
+  w.close();
+  const auto written = disk.snapshot();
+  REQUIRE(written.size() == 4);
+  CHECK(written[0] == Batch{1});  // taken before anyone could prepare it
+  CHECK(written[1] == Batch{2, kPrepared});
+  CHECK(written[2] == Batch{3, kPrepared});
+  CHECK(written[3] == Batch{4, kPrepared});
+  CHECK(prep.order == std::vector<int>{4, 3, 2});
+  for (auto id : prep.threads) CHECK(id == sink_id);
+}
+
+TEST_CASE("the writer does not take a batch while the sink prepares it") {
+  Disk disk;
+  disk.hold();
+  Preparations prep;
+  prep.hold_first = 2;
+  auto o = options(disk, 1);
+  o.prepare = [&](Batch& b) { prep.prepare(b); };
+  Writer w(std::move(o));
+  w.push({1});
+  REQUIRE(disk.wait_entered(1));
+  w.push({2});                             // queued (the writer holds 1)
+  std::thread sink([&] { w.push({3}); });  // full: prepares 3, then 2, which it holds
+  {
+    std::unique_lock l(prep.mu);
+    REQUIRE(prep.cv.wait_for(l, 5s, [&] { return prep.holding; }));
+  }
+  disk.release();  // the writer finishes 1 and must wait for 2's preparation
+  REQUIRE(disk.wait_written(1));
+  std::this_thread::sleep_for(50ms);
+  CHECK(disk.snapshot() == std::vector<Batch>{{1}});
+  {
+    std::lock_guard l(prep.mu);
+    prep.go = true;
+    prep.cv.notify_all();
+  }
+  sink.join();
+  w.close();
+  CHECK(disk.snapshot() == std::vector<Batch>{{1}, {2, kPrepared}, {3, kPrepared}});
+}
+
+TEST_CASE("close and drain prepare what waits; a prepare that throws leaves the batch to the write") {
+  Disk disk;
+  disk.hold();
+  Preparations prep;
+  auto o = options(disk, 4);
+  o.prepare = [&](Batch& b) {
+    if (b.front() == 3) throw std::runtime_error("cannot prepare 3");
+    prep.prepare(b);
+  };
+  Writer w(std::move(o));
+  w.push({1});
+  REQUIRE(disk.wait_entered(1));
+  w.push({2});
+  w.push({3});
+  w.push({4});  // room for four: nothing prepared yet
+  {
+    std::lock_guard l(prep.mu);
+    CHECK(prep.order.empty());
+  }
+  std::thread later([&] {
+    std::this_thread::sleep_for(50ms);
+    disk.release();
+  });
+  w.close();
+  later.join();
+  CHECK(disk.snapshot() == std::vector<Batch>{{1}, {2, kPrepared}, {3}, {4, kPrepared}});
+  CHECK(w.counters().errors == 0);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <thread>
 
 #include "store/gpu_sample_log.h"
 #include "store/sqlite/sqlite_store.h"
@@ -352,4 +353,60 @@ TEST_CASE("rank rows appended to blocks: a block a step of a run, rows back in o
   CHECK(rows[4].time_ns == 8000);
   CHECK(rows[11].run_id == "run-b");
   CHECK(rows[11].kept_for == "failure");
+}
+
+TEST_CASE("a batch prepared ahead (on another thread) is stored as the same batch written unprepared") {
+  // Two nodes' samples, reasons changing, and rollups of two tiers: a GPU
+  // twice in one bucket (the later row wins), and a second batch that merges
+  // into a bucket stored already.
+  auto batches = [] {
+    std::vector<store::MetricBatch> out(2);
+    std::vector<GpuSampleRow> rows = dcgm_block(5);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      rows[i].kept_for = i % 3 ? "failure" : "recent";
+      if (i % 2) rows[i].sample.node = Symbol::intern("gpu-node-3");
+    }
+    out[0].gpu_samples = store::GpuSampleLog(rows);
+    for (int k = 0; k < 2; ++k) {
+      for (int64_t res : {int64_t{60'000'000'000}, int64_t{600'000'000'000}}) {
+        for (int32_t gpu : {3, 1, 3, 0}) {
+          store::GpuRollupRow r;
+          r.node = k ? "gpu-node-3" : "gpu-node-7";
+          r.gpu = gpu;
+          r.resolution_ns = res;
+          r.bucket_ns = 1'000 * res;
+          r.samples = 4 + gpu + k;
+          r.util_pct.add(90 + gpu + k);
+          r.temp_c.add(60 + gpu);
+          r.xid = gpu == 1 ? 79 : 0;
+          out[static_cast<size_t>(k)].gpu_rollups.push_back(r);
+        }
+      }
+    }
+    out[1].gpu_rollups.front().node = "gpu-node-7";  // into a bucket the first batch stored
+    return out;
+  };
+  std::string dumps[2];
+  for (int prepared = 0; prepared < 2; ++prepared) {
+    const std::string db = testing::fresh_dir(prepared ? "prepared" : "unprepared") + "/s.db";
+    {
+      store::Store s = store::open_store("sqlite://" + db);
+      for (store::MetricBatch& mb : batches()) {
+        if (prepared) {
+          std::thread ahead([&] { mb.prepared = s.metrics->prepare(mb); });
+          ahead.join();
+          REQUIRE(mb.prepared != nullptr);
+        }
+        s.metrics->write(mb);
+      }
+    }
+    SqliteFile f(db);
+    dumps[prepared] =
+        f.rows(
+            "SELECT node, first_ns, last_ns, kept_for, samples, encoding, hex(data) FROM gpu_sample_blocks "
+            "ORDER BY rowid") +
+        f.rows("SELECT resolution_ns, node, bucket_ns, gpus, hex(data) FROM gpu_rollups ORDER BY rowid");
+  }
+  CHECK(dumps[0].find("gpu-node-3|") != std::string::npos);
+  CHECK(dumps[1] == dumps[0]);
 }

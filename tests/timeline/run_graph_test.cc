@@ -495,6 +495,24 @@ TEST_CASE("merge_batches appends in order, but not across a replacement or after
   CHECK_FALSE(tl::merge_batches(d, e));
 }
 
+TEST_CASE("rows added to a batch drop what was prepared of it before (merged into, or its open view folded in)") {
+  struct Made : store::PreparedRows {};
+  tl::Batch a, b;
+  a.metrics.prepared = std::make_shared<Made>();
+  b.metrics.prepared = std::make_shared<Made>();
+  REQUIRE(tl::merge_batches(a, b));
+  CHECK(a.metrics.prepared == nullptr);
+  tl::Batch c;
+  c.metrics.prepared = std::make_shared<Made>();
+  tl::fold_open(c);  // no view: nothing added, the preparation stands
+  CHECK(c.metrics.prepared != nullptr);
+  c.open.emplace();
+  c.open->gpu_rollups.push_back({});
+  tl::fold_open(c);
+  CHECK(c.metrics.prepared == nullptr);
+  CHECK(c.metrics.gpu_rollups.size() == 1);
+}
+
 TEST_CASE("open state: a later view replaces an earlier one; a row closed since is not undone; commits drop views") {
   auto window = [](int64_t first, int32_t rank, int64_t steps) {
     store::RankWindowRow w;

@@ -78,6 +78,12 @@ class TimelineSink final : public Operator, private timeline::Output {
       store_.metrics->write(b.metrics);
     };
     w.merge = &timeline::merge_batches;
+    // While two commits wait, the sink's thread encodes the next one's
+    // blocks, which the writer's would do after them (its inserts remain).
+    w.prepare = [this](timeline::Batch& b) {
+      timeline::fold_open(b);
+      b.metrics.prepared = store_.metrics->prepare(b.metrics);
+    };
     w.counters = ctx.counters ? &ctx.counters->writer : nullptr;
     writer_.emplace(std::move(w));
     builder_.emplace(o_.graph, static_cast<timeline::Output*>(this));
