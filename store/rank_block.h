@@ -42,7 +42,7 @@ static_assert(sizeof(double) == 8 && sizeof(int32_t) == 4);
 // step_ms, work_ms, comm_ms, data_wait_ms, ratio_to_median f64 (an absent
 // comm_ms or data_wait_ms is 0).
 constexpr size_t kBytes = 4 * 4 + 5 * 8;
-constexpr size_t kRatioAt = 4 * 4 + 4 * 8;
+constexpr size_t kRatioAt = 4 * 4 + 4 * 8;  // where the store's ratio reader looks too
 
 // The record of one rank's step at `out` (kBytes of room).
 inline void write(char* out, int32_t rank, int32_t gpu, double step_ms, double work_ms, const double* comm_ms,
@@ -58,7 +58,7 @@ inline void write(char* out, int32_t rank, int32_t gpu, double step_ms, double w
   std::memcpy(out + 24, &work_ms, 8);
   std::memcpy(out + 32, &comm, 8);
   std::memcpy(out + 40, &wait, 8);
-  std::memcpy(out + 48, &ratio_to_median, 8);
+  std::memcpy(out + kRatioAt, &ratio_to_median, 8);
 }
 
 inline void write(char* out, const RankStepRow& r) {
@@ -79,7 +79,7 @@ inline RankStepRow read(const char* p) {
   std::memcpy(&r.work_ms, p + 24, 8);
   std::memcpy(&comm, p + 32, 8);
   std::memcpy(&wait, p + 40, 8);
-  std::memcpy(&r.ratio_to_median, p + 48, 8);
+  std::memcpy(&r.ratio_to_median, p + kRatioAt, 8);
   if (present & 1u) r.comm_ms = comm;
   if (present & 2u) r.data_wait_ms = wait;
   return r;

@@ -327,7 +327,7 @@ TEST_CASE("the writer does not take a batch while the sink prepares it") {
   CHECK(disk.snapshot() == std::vector<Batch>{{1}, {2, kPrepared}, {3, kPrepared}});
 }
 
-TEST_CASE("close and drain prepare what waits; a prepare that throws leaves the batch to the write") {
+TEST_CASE("close prepares what waits; a prepare that throws leaves the batch to the write") {
   Disk disk;
   disk.hold();
   Preparations prep;

@@ -78,8 +78,9 @@ class TimelineSink final : public Operator, private timeline::Output {
       store_.metrics->write(b.metrics);
     };
     w.merge = &timeline::merge_batches;
-    // While two commits wait, the sink's thread encodes the next one's
-    // blocks, which the writer's would do after them (its inserts remain).
+    // While two commits wait, the sink's thread encodes the blocks of its
+    // commit and of the waiting ones, which the writer's thread would do
+    // itself (it keeps the inserts).
     w.prepare = [this](timeline::Batch& b) {
       timeline::fold_open(b);
       b.metrics.prepared = store_.metrics->prepare(b.metrics);
