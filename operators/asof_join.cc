@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <queue>
 #include <unordered_map>
 
 #include "operators/placement.h"
+#include "operators/ring.h"
 #include "operators/rules/rule_tree.h"
 #include "operators/run_state.h"
 #include "schema/symbol_index.h"
@@ -40,8 +40,8 @@ struct NodePoint {
 };
 
 struct NodeState {
-  std::vector<std::deque<GpuPoint>> gpus;  // by GPU index
-  std::deque<NodePoint> samples;
+  std::vector<Ring<GpuPoint>> gpus;  // by GPU index
+  Ring<NodePoint> samples;
   // By GPU index, at most the time of that ring's first sample (its oldest):
   // a ring is trimmed by time only when this bound says it may need it, so
   // a sample does not read the ring's far end, a cache miss, every time.
@@ -81,7 +81,7 @@ void trim(Ring& ring, int64_t now, int64_t history) {
 // As trim(), for a GPU's ring: the same samples are kept, and the ring's
 // first sample is read only when `oldest` (a bound on its time that only
 // rises) is older than the history kept.
-void trim_gpu(std::deque<GpuPoint>& ring, int64_t& oldest, int64_t now, int64_t history) {
+void trim_gpu(Ring<GpuPoint>& ring, int64_t& oldest, int64_t now, int64_t history) {
   while (ring.size() > kMaxSamples) ring.pop_front();
   while (!ring.empty() && oldest < now - history) {
     oldest = ring.front().time;
@@ -181,6 +181,9 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     f(Gpu::F::mem_used_bytes, static_cast<double>(g.mem_used_bytes), &p.mem_used_bytes);
     f(Gpu::F::mem_total_bytes, static_cast<double>(g.mem_total_bytes), &p.mem_total_bytes);
     auto& ring = ns.gpus[static_cast<size_t>(g.gpu)];
+    // The oldest leaves before the new sample joins (trim_gpu would drop it
+    // after): a full ring keeps kMaxSamples slots, not twice as many.
+    if (ring.size() >= kMaxSamples) ring.pop_front();
     ring.push_back(p);
     trim_gpu(ring, ns.oldest[static_cast<size_t>(g.gpu)], r.time_ns, o_.history_ns);
   }
@@ -202,6 +205,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     if (n.has(NodeSample::F::net_tx_bps)) p.net_tx_bps = n.net_tx_bps;
     if (n.has(NodeSample::F::tcp_retransmits_total)) p.tcp_retransmits_total = n.tcp_retransmits_total;
     if (n.has(NodeSample::F::rdma_errors_total)) p.rdma_errors_total = n.rdma_errors_total;
+    if (ns.samples.size() >= kMaxSamples) ns.samples.pop_front();  // as for a GPU's ring
     ns.samples.push_back(p);
     trim(ns.samples, r.time_ns, o_.history_ns);
   }
@@ -346,19 +350,19 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
     }
   }
 
-  const std::deque<GpuPoint>* gpu_ring(Symbol node, int32_t gpu) const {
+  const Ring<GpuPoint>* gpu_ring(Symbol node, int32_t gpu) const {
     auto it = nodes_.find(node);
     if (it == nodes_.end() || gpu < 0 || static_cast<size_t>(gpu) >= it->second.gpus.size()) return nullptr;
     return &it->second.gpus[static_cast<size_t>(gpu)];
   }
-  const std::deque<NodePoint>* node_ring(Symbol node) const {
+  const Ring<NodePoint>* node_ring(Symbol node) const {
     auto it = nodes_.find(node);
     return it == nodes_.end() ? nullptr : &it->second.samples;
   }
 
   // The latest sample at or before t within the tolerance.
   template <class P>
-  const P* as_of(const std::deque<P>* ring, int64_t t) const {
+  const P* as_of(const Ring<P>* ring, int64_t t) const {
     if (!ring) return nullptr;
     for (auto it = ring->rbegin(); it != ring->rend(); ++it) {
       if (it->time <= t) return t - it->time <= o_.tolerance_ns ? &*it : nullptr;
@@ -368,7 +372,7 @@ class AsofJoin final : public runtime::state::Snapshottable<Record, AsofJoin> {
   // The sample nearest to t: the as-of one, or the first after t within the
   // lookahead when it is nearer (a tie goes to the earlier).
   template <class P>
-  const P* nearest(const std::deque<P>* ring, int64_t t) const {
+  const P* nearest(const Ring<P>* ring, int64_t t) const {
     const P* before = as_of(ring, t);
     if (!ring || o_.lookahead_ns <= 0) return before;
     for (const P& p : *ring) {

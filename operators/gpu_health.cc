@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <map>
 #include <unordered_map>
 
 #include "operators/median.h"
 #include "operators/persistence.h"
 #include "operators/placement.h"
+#include "operators/ring.h"
 #include "operators/run_state.h"
 #include "schema/symbol_index.h"
 
@@ -69,7 +69,7 @@ struct CounterState {
 
 struct GpuState {
   int64_t samples = 0;
-  std::deque<double> clocks;  // recent busy, unthrottled clocks: the baseline
+  Ring<double> clocks;  // recent busy, unthrottled clocks: the baseline
   // The largest of `clocks` and how many hold it (0: not known, worked out
   // when next read). Not state: made again from `clocks` after a restore.
   double clock_max = 0;
@@ -108,7 +108,7 @@ struct GpuKeyHash {
 };
 
 // Median of `values`, using `scratch` (no allocation once it has grown).
-double median(const std::deque<double>& values, std::vector<double>& scratch) {
+double median(const Ring<double>& values, std::vector<double>& scratch) {
   scratch.assign(values.begin(), values.end());
   return median_in_place(scratch);
 }

@@ -9,6 +9,7 @@
 
 #include "operators/median.h"
 #include "operators/placement.h"
+#include "operators/ring.h"
 #include "operators/run_state.h"
 #include "operators/straggler.h"
 
@@ -38,7 +39,7 @@ struct Point {
 class RankRings {
  public:
   // The ring of an indexable_rank, made empty at its first report.
-  std::deque<Point>& at(int32_t rank) {
+  Ring<Point>& at(int32_t rank) {
     const auto r = static_cast<size_t>(rank);
     if (r >= slot_.size()) slot_.resize(r + 1, -1);
     if (slot_[r] < 0) {
@@ -48,20 +49,20 @@ class RankRings {
     return rings_[static_cast<size_t>(slot_[r])];
   }
   // The rank's ring, or null before its first report.
-  const std::deque<Point>* find(int32_t rank) const {
+  const Ring<Point>* find(int32_t rank) const {
     const auto r = static_cast<size_t>(rank);
     return rank >= 0 && r < slot_.size() && slot_[r] >= 0 ? &rings_[static_cast<size_t>(slot_[r])] : nullptr;
   }
   // Snapshots keep the rings as a map by rank, as they were before the index.
-  std::map<int32_t, std::deque<Point>> by_rank() const {
-    std::map<int32_t, std::deque<Point>> m;
+  std::map<int32_t, Ring<Point>> by_rank() const {
+    std::map<int32_t, Ring<Point>> m;
     for (size_t r = 0; r < slot_.size(); ++r) {
       if (slot_[r] >= 0) m.emplace(static_cast<int32_t>(r), rings_[static_cast<size_t>(slot_[r])]);
     }
     return m;
   }
   template <class Io>
-  void assign(std::map<int32_t, std::deque<Point>>&& m, Io& io) {
+  void assign(std::map<int32_t, Ring<Point>>&& m, Io& io) {
     slot_.clear();
     rings_.clear();
     for (auto& [rank, ring] : m) {
@@ -72,7 +73,7 @@ class RankRings {
 
  private:
   std::vector<int32_t> slot_;  // by rank: the ring's index, -1 before the rank's first report
-  std::vector<std::deque<Point>> rings_;
+  std::vector<Ring<Point>> rings_;
 };
 
 struct RunState {
@@ -87,11 +88,11 @@ struct RunState {
   template <class Io>
   void fields(Io& io) {
     if constexpr (runtime::state::kReading<Io>) {
-      std::map<int32_t, std::deque<Point>> by_rank;
+      std::map<int32_t, Ring<Point>> by_rank;
       io(steps, pending, baseline, streak, calm, wide, alert, by_rank);
       ranks.assign(std::move(by_rank), io);
     } else {
-      const std::map<int32_t, std::deque<Point>> by_rank = ranks.by_rank();
+      const std::map<int32_t, Ring<Point>> by_rank = ranks.by_rank();
       io(steps, pending, baseline, streak, calm, wide, alert, by_rank);
     }
   }
@@ -271,7 +272,7 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
     own_.clear();
     const double min_change = std::log1p(o_.min_rank_change);
     for (const Step& s : rec.ranks) {
-      const std::deque<Point>* ring = st.ranks.find(s.rank);
+      const Ring<Point>* ring = st.ranks.find(s.rank);
       if (!ring || ring->empty() || ring->back().step != rec.step) continue;
       if (!split_at(*ring, onset)) continue;
       Own o;
@@ -314,7 +315,7 @@ class JobSlowdown final : public PerRunOperator<JobSlowdown, RunState> {
   // A rank's ring split at `onset` into pre_ (its own baseline: at most the
   // last baseline_steps before the change point) and post_; false when
   // either is too short to judge the rank.
-  bool split_at(const std::deque<Point>& ring, int64_t onset) {
+  bool split_at(const Ring<Point>& ring, int64_t onset) {
     pre_.clear();
     post_.clear();
     for (const Point& p : ring) (p.step >= onset ? post_ : pre_).push_back(p.v);
