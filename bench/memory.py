@@ -23,6 +23,8 @@ fleet):
   /usr/bin/python3 bench/memory.py                      # 1024 ranks x 500, 2000, 8000 steps; 128, 512, 1024 ranks x 500
   /usr/bin/python3 bench/memory.py --threads 1 2 --modes recording store --repeat 3
   /usr/bin/python3 bench/memory.py --steps 500 2000 --ranks --jsonl --modes recording jsonl
+  /usr/bin/python3 bench/memory.py --bin OLD/runlens NEW/runlens --steps 500 8000 --ranks --threads 1 2 --repeat 5
+      # two builds, alternating run by run (the first --bin makes the recordings)
 """
 import argparse
 import os
@@ -64,7 +66,8 @@ def replay(binary, path, threads, mode, scratch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--bin", default=os.path.join(os.environ.get("RUNLENS_BUILD_DIR", "build"), "runlens"))
+    ap.add_argument("--bin", nargs="+", default=[os.path.join(os.environ.get("RUNLENS_BUILD_DIR", "build"), "runlens")],
+                    help="runlens binaries, run alternately (the first makes the recordings)")
     ap.add_argument("--dir", default="/tmp/runlens-memory", help="where the recordings are made")
     ap.add_argument("--keep", action="store_true", help="keep the recordings (they are large)")
     ap.add_argument("--ranks-for-steps", type=int, default=1024)
@@ -95,7 +98,7 @@ def main():
             if not os.path.exists(path):
                 made.append(path)
         for (ranks, steps, ext), path in files.items():
-            synth(a.bin, path, ranks, steps)
+            synth(a.bin[0], path, ranks, steps)
         configs = []
         for ranks, steps in shapes:
             for mode in a.modes:
@@ -103,36 +106,37 @@ def main():
                 if (ranks, steps, ext) not in files:
                     continue
                 for t in a.threads:
-                    configs.append((ranks, steps, mode, t))
+                    for b in a.bin:
+                        configs.append((ranks, steps, mode, t, b))
         runs = {c: [] for c in configs}
         for _ in range(a.repeat):
             for c in configs:
-                ranks, steps, mode, t = c
+                ranks, steps, mode, t, b = c
                 ext = "jsonl" if mode == "jsonl" else "rlrec"
-                runs[c].append(replay(a.bin, files[(ranks, steps, ext)], t, mode, scratch))
+                runs[c].append(replay(b, files[(ranks, steps, ext)], t, mode, scratch))
         print("peak RSS of `runlens replay` (default pipeline), GPU samples every step, median of %d" % a.repeat)
-        print("| ranks | steps | input | mode | threads | wall | peak RSS | vs %d steps | MiB per 1000 ranks more |"
+        print("| binary | ranks | steps | input | mode | threads | wall | peak RSS | vs %d steps | MiB per 1000 ranks more |"
               % min(a.steps or [0]))
-        print("|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for c in configs:
-            ranks, steps, mode, t = c
+            ranks, steps, mode, t, b = c
             ext = "jsonl" if mode == "jsonl" else "rlrec"
             rss = statistics.median(r[1] for r in runs[c])
             wall = statistics.median(r[0] for r in runs[c])
-            first = (ranks, min(a.steps), mode, t) if a.steps else None
+            first = (ranks, min(a.steps), mode, t, b) if a.steps else None
             ratio = ""
             if ranks == a.ranks_for_steps and first in runs:
-                ratio = "%.2f" % (rss / statistics.median(r[1] for r in runs[first]))
+                ratio = "%.3f" % (rss / statistics.median(r[1] for r in runs[first]))
             # Linear in ranks: the slope from the next smaller fleet at the same steps.
             slope = ""
-            smaller = [r for r in a.ranks if r < ranks and (r, steps, mode, t) in runs]
+            smaller = [r for r in a.ranks if r < ranks and (r, steps, mode, t, b) in runs]
             if steps == a.steps_for_ranks and smaller:
                 r0 = max(smaller)
-                rss0 = statistics.median(r[1] for r in runs[(r0, steps, mode, t)])
+                rss0 = statistics.median(r[1] for r in runs[(r0, steps, mode, t, b)])
                 slope = "%.0f (from %d)" % ((rss - rss0) * 1000 / (ranks - r0), r0)
             size = os.path.getsize(files[(ranks, steps, ext)]) / 2**20
-            print("| %d | %d | %s %.0f MiB | %s | %d | %.2f s | %.0f MiB | %s | %s |"
-                  % (ranks, steps, ext, size, mode, t, wall, rss, ratio, slope))
+            print("| %s | %d | %d | %s %.0f MiB | %s | %d | %.2f s | %.0f MiB | %s | %s |"
+                  % (b, ranks, steps, ext, size, mode, t, wall, rss, ratio, slope))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         if not a.keep:

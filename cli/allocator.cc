@@ -321,20 +321,42 @@ void tune_allocator(int argc, char** argv) {
   huge_pages_asked = huge_pages_wanted();
   huge_pages = decide(huge_pages_asked);
   advise_main_heap(huge_pages != HugePages::kNever);
-  // Two: the arenas of a command's two busiest threads besides main's.
-  advise_thread_arenas(2, huge_pages == HugePages::kAlways);
+  // The arenas of a command's two busiest threads besides main's; one for
+  // `replay` and `run`, whose cap_arenas makes as many more as their cap
+  // allows (an arena made here would outlast a lower cap: glibc hands it to
+  // a thread whatever the cap).
+  const std::string_view command = argv[1];
+  const bool engine = command == "replay" || command == "run";
+  advise_thread_arenas(engine ? 1 : 2, huge_pages == HugePages::kAlways);
 }
 
 // glibc gives each thread that allocates an arena of its own, up to eight a
 // core. Memory one arena freed is reused only by the threads on it, and a
-// replay's operators run on whichever executor thread is free, so their state
+// replay's operators run on whichever executor thread is free (and on a
+// source's thread, when it drains a full inbox itself), so their state
 // spreads over the arenas and each keeps its own spare: with 2 executor
 // threads, peak RSS grew from 140 to 151 MiB between 500 and 8,000 steps, and
 // from 132 to 138 MiB with three arenas, in the same time (docs/performance.md,
 // "Fewer malloc arenas"). A thread created past the cap shares an arena.
+//
+// The cap: three with one executor thread (the main thread's arena, where
+// the executor runs, and two that the source, the store's writer and
+// ZeroMQ's I/O thread share; with two, the writer shared the main thread's
+// and replays were up to a tenth slower), and one an executor thread with
+// more. In a replay with two, the main thread, the TBB
+// worker and the source then share the main arena, and the writer and
+// ZeroMQ's I/O thread the other (gdb: each thread's `thread_arena`); peak RSS
+// over 8,000 steps fell from 118 to 106 MiB (1.11 to 1.06 times the 500-step
+// peak) in the same time, where with three arenas the worker shared one with
+// the source or the writer, never the main thread's. Live, at 2 M events/s,
+// nothing was shed either way and bursts were taken in at 2.49 against 2.60
+// M events/s (medians of 10 and 16 runs that each spread over 2.2-3.0)
+// (docs/performance.md, "Operators' windows in rings; one arena fewer").
+// Which thread takes which arena follows the order in which they first
+// allocate; glibc has no call that chooses.
 void cap_arenas(int executor_threads) {
   if (!tuned) return;
-  const int arenas = std::max(3, executor_threads + 1);
+  const int arenas = executor_threads <= 1 ? 3 : executor_threads;
   mallopt(M_ARENA_MAX, arenas);
   if (advised) advise_thread_arenas(arenas - 1, huge_pages == HugePages::kAlways);
 }

@@ -16,11 +16,11 @@ namespace runlens::cli {
 // GLIBC_TUNABLES win: then nothing is set, here or in cap_arenas.
 void tune_allocator(int argc, char** argv);
 
-// Caps malloc's arenas at executor_threads + 1, and at least 3, when
-// tune_allocator set the allocator, and makes (and advises) the arenas the
-// cap allows. Called before the engine starts its threads (glibc makes a
-// thread's arena at the thread's first allocation, and fixes its limit the
-// first time it makes one with a cap set).
+// Caps malloc's arenas at 3 for one executor thread and at executor_threads
+// for more, when tune_allocator set the allocator, and makes (and advises)
+// the arenas the cap allows. Called before the engine starts its threads
+// (glibc makes a thread's arena at the thread's first allocation, and fixes
+// its limit the first time it makes one with a cap set).
 void cap_arenas(int executor_threads);
 
 // Which heaps tune_allocator put on huge pages and why, for a command's
