@@ -455,8 +455,9 @@ int arena_heaps(pid_t pid) {
 }  // namespace
 
 // docs/cli.md, "Memory allocator settings": malloc's arenas are capped at
-// the executor's threads plus one, at least three (two heaps besides the
-// main one, which is [heap]), unless GLIBC_TUNABLES is the operator's.
+// three with one executor thread and at the executor's threads with more
+// (heaps besides the main arena, which is [heap]: two and one with two
+// threads), unless GLIBC_TUNABLES is the operator's.
 // The tests below read glibc's thread heaps out of smaps. A mapping of
 // someone else's that begins at a multiple of 64 MiB by chance is not one (a
 // 704 KiB one unadvised failed the huge-pages case once, 2026-12-07).
@@ -489,10 +490,10 @@ TEST_CASE("replay caps malloc's arenas, unless GLIBC_TUNABLES says otherwise") {
   const std::string input = dir + "/in.jsonl";
   REQUIRE(sh("synth --ranks 64 --steps 800 --gpu-every 1 --out " + input).code == 0);
   const std::string rows = read_file(input);
-  // The most heaps seen at once while a replay with two executor threads
-  // processes the rows, given in four parts.
-  auto most_heaps = [&](const std::string& tunables) {
-    WaitingReplay r(dir, tunables, {"--threads", "2"});
+  // The most heaps seen at once while a replay with `threads` executor
+  // threads processes the rows, given in four parts.
+  auto most_heaps = [&](const std::string& tunables, const std::string& threads) {
+    WaitingReplay r(dir, tunables, {"--threads", threads});
     int most = 0;
     for (size_t part = 0, at = 0; part < 4; ++part) {
       size_t end = part == 3 ? rows.size() : rows.find('\n', rows.size() * (part + 1) / 4) + 1;
@@ -506,14 +507,16 @@ TEST_CASE("replay caps malloc's arenas, unless GLIBC_TUNABLES says otherwise") {
     CHECK(r.finish() == 0);
     return most;
   };
-  // Three arenas: the main one ([heap]) and at most two heaps. (Uncapped,
-  // glibc gives a heap to each thread that allocates while the others hold
-  // theirs: 3 were seen here with the cap taken out.)
-  const int capped = most_heaps("");
-  CHECK(capped >= 1);
-  CHECK(capped <= 2);
+  // Two executor threads, two arenas: the main one ([heap]) and one heap.
+  // (Uncapped, glibc gives a heap to each thread that allocates while the
+  // others hold theirs: 3 were seen here with the cap taken out.)
+  CHECK(most_heaps("", "2") == 1);
+  // One executor thread, three arenas: at most two heaps.
+  const int one_thread = most_heaps("", "1");
+  CHECK(one_thread >= 1);
+  CHECK(one_thread <= 2);
   // The operator's cap stands: one arena, the main one.
-  CHECK(most_heaps("glibc.malloc.arena_max=1") == 0);
+  CHECK(most_heaps("glibc.malloc.arena_max=1", "2") == 0);
   std::filesystem::remove_all(dir);
 }
 
