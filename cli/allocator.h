@@ -9,7 +9,8 @@
 namespace runlens::cli {
 
 // Called first in main(). Sets the thresholds with mallopt; the commands
-// that move rows also advise the main heap and two thread arenas' heaps as
+// that move rows also advise the main heap and two thread arenas' heaps (one
+// for `replay` and `run`, whose cap_arenas makes the rest) as
 // RUNLENS_HUGE_PAGES says (by default `auto`: every heap on huge pages
 // where this machine's first touch of a 4 KiB page is dear, else every heap
 // on 4 KiB pages, advised against huge pages). An operator's own

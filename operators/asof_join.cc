@@ -73,8 +73,8 @@ struct HeldAfter {
   }
 };
 
-template <class Ring>
-void trim(Ring& ring, int64_t now, int64_t history) {
+template <class Window>
+void trim(Window& ring, int64_t now, int64_t history) {
   while (!ring.empty() && (ring.front().time < now - history || ring.size() > kMaxSamples)) ring.pop_front();
 }
 

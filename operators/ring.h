@@ -17,7 +17,6 @@
 #include <cstddef>
 #include <iterator>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "runtime/state/codec.h"
